@@ -1,0 +1,55 @@
+# Parley's build and test entry points. `make help` lists every target.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+.DEFAULT_GOAL := help
+
+GO       ?= go
+BIN      := bin
+COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# System packages the build needs (cgo: libopus for Opus).
+BUILD_DEBS := libopus-dev pkg-config gcc
+# External peers the tests drive (CI installs them; locally their tests skip when missing).
+TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip chromium ffmpeg
+
+.PHONY: help deps deps-test build run test lint bench bench-e2e demo fmt clean
+
+help: ## list every target
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+deps: ## install the system packages the build needs (libopus-dev…) when they are missing
+	@scripts/apt-need $(BUILD_DEBS)
+
+deps-test: deps ## also install the external peers the tests use (espeak-ng, sox, sipp, baresip, chromium)
+	@scripts/apt-need $(TEST_DEBS)
+
+build: deps ## build bin/parley
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/parley ./cmd/parley
+
+run: build ## build and start `parley serve` on the embedded default (SQLite in ./data, in-process bus)
+	$(BIN)/parley serve
+
+test: deps ## run every test with -race (peers missing locally are skipped; PARLEY_REQUIRE_PEERS=1 fails instead)
+	$(GO) test -race -count=1 -timeout 30m -v ./... 2>&1 | tee .test.log | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
+	@echo "summary: $$(grep -c -- '--- PASS' .test.log) passed, $$(grep -c -- '--- FAIL' .test.log || true) failed, $$(grep -c -- '--- SKIP' .test.log || true) skipped (tests and subtests)"
+
+lint: ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench: deps ## run the micro-benchmarks of the hot paths (ns/op, allocs/op)
+	$(GO) test -run '^$$' -bench . -benchmem ./codec/... ./media/... ./session/...
+
+bench-e2e: build ## standard end-to-end benchmark: SIP and WebRTC callers against parley serve and parley fakes (< 5 min); writes bench/results/latest.{json,md,svg}
+	$(GO) run ./cmd/parley-bench --parley $(BIN)/parley --profile standard --out bench/results/latest --command "make bench-e2e"
+
+demo: build ## hear an agent without a vendor account: a scripted call through the real engine and the fakes, recorded to data/demo.wav
+	@scripts/apt-need espeak-ng
+	$(BIN)/parley demo --out data/demo.wav
+
+fmt: ## format the code
+	gofmt -w $$(git ls-files '*.go')
+
+clean: ## remove build output
+	rm -rf $(BIN) .test.log
