@@ -1,0 +1,61 @@
+package codec
+
+// fadeConcealer is the simple packet-loss concealment used by the waveform codecs (G.711,
+// G.722): it replays the last good frame with a gain that falls linearly to silence over
+// fadeFrames lost frames, the "repeat and fade" approach. It keeps one frame of history in a
+// fixed array, so remembering and concealing never allocate.
+type fadeConcealer struct {
+	last     [maxConcealFrame]int16
+	n        int // samples in last
+	lost     int // consecutive frames concealed since the last good one
+	defFrame int // frame length used before any frame was decoded (20 ms)
+}
+
+const (
+	// maxConcealFrame bounds the remembered frame: 120 ms at 16 kHz.
+	maxConcealFrame = 1920
+	// fadeFrames is how many consecutive lost frames it takes to fade to silence.
+	fadeFrames = 3
+)
+
+func newFadeConcealer(sampleRate int) fadeConcealer {
+	return fadeConcealer{defFrame: sampleRate / 50}
+}
+
+// remember records a frame that was decoded correctly.
+func (c *fadeConcealer) remember(pcm []int16) {
+	if len(pcm) > maxConcealFrame {
+		pcm = pcm[len(pcm)-maxConcealFrame:]
+	}
+	c.n = copy(c.last[:], pcm)
+	c.lost = 0
+}
+
+// conceal writes one replacement frame into dst.
+func (c *fadeConcealer) conceal(dst []int16) (int, error) {
+	n := c.n
+	if n == 0 {
+		n = c.defFrame
+	}
+	n = min(n, len(dst))
+	if n == 0 {
+		return 0, shortBuffer(len(dst), 1)
+	}
+	if c.n == 0 || c.lost >= fadeFrames {
+		clear(dst[:n])
+		c.lost++
+		return n, nil
+	}
+	// The gain falls from (fadeFrames-lost)/fadeFrames to (fadeFrames-lost-1)/fadeFrames across
+	// this frame, in 1/32768 steps.
+	const one = 1 << 15
+	start := int32(one * (fadeFrames - c.lost) / fadeFrames)
+	end := int32(one * (fadeFrames - c.lost - 1) / fadeFrames)
+	src := c.last[c.n-n : c.n]
+	for i := range dst[:n] {
+		g := start + (end-start)*int32(i)/int32(n)
+		dst[i] = int16(int32(src[i]) * g >> 15)
+	}
+	c.lost++
+	return n, nil
+}
