@@ -1,0 +1,164 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/parley-voice/parley/session/llm"
+)
+
+// ErrLengthReached says a chat has reached the agent's maximum number of turns.
+var ErrLengthReached = errors.New("session: the chat has reached its length")
+
+// ChatTurn is the answer to one chat message.
+type ChatTurn struct {
+	User      Line
+	Agent     Line
+	Usage     llm.Usage
+	Ended     bool
+	EndReason EndReason
+}
+
+// StartText starts a text conversation (chat, messaging app). The first message, when the agent
+// has one, becomes the first agent line.
+func (c *Conversation) StartText(ctx context.Context) error {
+	c.textMode = true
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.start = time.Now()
+	c.setState(StateListening)
+	if c.first != "" {
+		now := time.Now()
+		c.addLine(Line{Role: RoleAgent, Text: c.first, Start: now, End: now})
+		c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: c.first}, 0)
+	}
+	return nil
+}
+
+// Send answers one chat message. onDelta, when not nil, receives the reply's text as the LLM
+// streams it. Only one message is answered at a time (ErrBusy); an ended chat gives ErrEnded.
+func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image, onDelta func(string)) (ChatTurn, error) {
+	c.mu.Lock()
+	switch {
+	case c.endReason != "":
+		c.mu.Unlock()
+		return ChatTurn{}, ErrEnded
+	case c.chatBusy:
+		c.mu.Unlock()
+		return ChatTurn{}, ErrBusy
+	case c.agent.MaxTurns > 0 && c.turnN >= c.agent.MaxTurns:
+		c.mu.Unlock()
+		return ChatTurn{}, ErrLengthReached
+	}
+	c.chatBusy = true
+	c.turnN++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.chatBusy = false
+		c.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+
+	now := time.Now()
+	user := c.addLine(Line{Role: RoleUser, Text: text, Start: now, End: now})
+	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: text, Images: images}, 0)
+	c.setState(StateThinking)
+	var out strings.Builder
+	var turn ChatTurn
+	var failure error
+	c.respond(ctx, 0, func(ev respEvent) {
+		switch ev.kind {
+		case respDelta:
+			out.WriteString(ev.text)
+			if onDelta != nil {
+				onDelta(ev.text)
+			}
+		case respDone:
+			turn.Usage = ev.usage
+		case respError:
+			turn.Usage = ev.usage
+			failure = ev.err
+		case respEndCall:
+			turn.Ended, turn.EndReason = true, EndAgentEnded
+		case respTransferred:
+			turn.Ended, turn.EndReason = true, EndTransferred
+		}
+	})
+	c.addUsage(turn.Usage)
+	turn.User = user
+	if failure != nil || ctx.Err() != nil {
+		c.setState(StateListening)
+		if failure == nil {
+			failure = ctx.Err()
+		}
+		c.mu.Lock()
+		c.llmFailures++
+		n := c.llmFailures
+		c.mu.Unlock()
+		if n >= c.agent.MaxLLMFailures {
+			c.endText(EndProviderError)
+		}
+		return turn, failure
+	}
+	c.mu.Lock()
+	c.llmFailures = 0
+	c.mu.Unlock()
+	end := time.Now()
+	turn.Agent = c.addLine(Line{Role: RoleAgent, Text: strings.TrimSpace(out.String()), Start: now, End: end})
+	c.setState(StateListening)
+	if !turn.Ended && c.agent.EndPhrase != "" && strings.Contains(strings.ToLower(out.String()), strings.ToLower(c.agent.EndPhrase)) {
+		turn.Ended, turn.EndReason = true, EndAgentEnded
+	}
+	if turn.Ended {
+		c.endText(turn.EndReason)
+	}
+	return turn, nil
+}
+
+// endText ends a text conversation once.
+func (c *Conversation) endText(reason EndReason) {
+	c.mu.Lock()
+	if c.endReason != "" {
+		c.mu.Unlock()
+		return
+	}
+	c.endReason = reason
+	c.state, c.pubState = StateEnded, StateEnded
+	c.mu.Unlock()
+	if c.sink != nil {
+		c.sink.StateChanged(StateEnded)
+		c.sink.Ended(reason, c.Cost())
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	close(c.done)
+}
+
+// executeText runs a steering command on a text conversation.
+func (c *Conversation) executeText(pc *pendingCommand) {
+	if c.EndReason() != "" {
+		pc.reply(CommandResult{Status: CommandFailed, Reason: "the conversation ended"})
+		return
+	}
+	switch pc.cmd.Kind {
+	case CommandSay:
+		now := time.Now()
+		c.addLine(Line{Role: RoleAgent, Text: pc.cmd.Text, Start: now, End: now, Meta: map[string]any{"source": "say"}})
+		c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: pc.cmd.Text}, -1)
+		pc.reply(CommandResult{Status: CommandDone})
+	case CommandNote:
+		c.note(pc.cmd)
+		pc.reply(CommandResult{Status: CommandDone})
+	case CommandEnd:
+		c.endText(EndAPI)
+		pc.reply(CommandResult{Status: CommandDone})
+	default:
+		pc.reply(CommandResult{Status: CommandFailed, Reason: "a text conversation cannot " + string(pc.cmd.Kind)})
+	}
+}

@@ -1,0 +1,173 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/parley-voice/parley/media"
+)
+
+// output wraps the pacer toward the port. It counts the samples queued and sent so the loop
+// knows what the caller has heard, and reports the first frame of each watched utterance and
+// the moment the queue catches up with an utterance's end.
+type output struct {
+	c     *Conversation
+	port  AudioPort
+	pacer *media.Pacer
+
+	mu      sync.Mutex // serializes enqueue against flush
+	enq     int64      // samples accepted by the pacer (flushed ones subtracted)
+	minUtt  int        // utterances below this id were cancelled: their audio is refused
+	sent    atomic.Int64
+	target  atomic.Int64 // notify the loop when sent reaches this (0: none)
+	watchMu sync.Mutex
+	watches [8]firstWatch
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+type firstWatch struct {
+	utt int
+	at  int64 // sample index of the utterance's first sample
+}
+
+func newOutput(c *Conversation, port AudioPort, queueFrames int) *output {
+	o := &output{c: c, port: port, done: make(chan struct{})}
+	p, err := media.NewPacer(media.PacerOptions{Sink: o.sink, Rate: media.PipelineRate, Queue: queueFrames})
+	if err != nil {
+		panic(err) // options are fixed and valid
+	}
+	o.pacer = p
+	ctx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	go func() {
+		defer close(o.done)
+		_ = p.Run(ctx)
+	}()
+	return o
+}
+
+// sink runs on the pacer's goroutine with the pacer locked: count, report, hand to the port.
+func (o *output) sink(f *media.Frame) {
+	before := o.sent.Load()
+	after := o.sent.Add(int64(f.N))
+	o.watchMu.Lock()
+	for i := range o.watches {
+		w := &o.watches[i]
+		if w.utt != 0 && w.at >= before && w.at < after {
+			o.notify(spkEvent{kind: spkFirstFrameOut, utt: w.utt, at: time.Now()})
+			w.utt = 0
+		}
+	}
+	o.watchMu.Unlock()
+	if t := o.target.Load(); t > 0 && after >= t && o.target.CompareAndSwap(t, 0) {
+		o.notify(spkEvent{kind: spkPlayed})
+	}
+	o.c.taps.agent(f)
+	o.port.SendFrame(f)
+}
+
+// maxLiveBacklog bounds the audio queued from a live source (a human during a takeover): two
+// 20 ms clocks (the human's leg and the pacer) drift and burst, and a backlog would add delay
+// for the rest of the call, so frames beyond it are dropped instead.
+const maxLiveBacklog = 100 * time.Millisecond
+
+// writeRaw queues a human's audio during a takeover; what does not fit is dropped.
+func (o *output) writeRaw(pcm []int16) {
+	if o.pacer.Pending() > maxLiveBacklog {
+		return
+	}
+	o.mu.Lock()
+	n := o.pacer.WritePCM(pcm)
+	o.enq += int64(n)
+	o.mu.Unlock()
+}
+
+func (o *output) notify(ev spkEvent) {
+	select {
+	case o.c.spkCh <- ev:
+	default:
+	}
+}
+
+// write queues pcm of utterance utt; it returns how many samples were taken (0 when the
+// utterance was cancelled or the queue is full). first marks the utterance's first samples.
+func (o *output) write(utt int, pcm []int16, first bool) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if utt < o.minUtt {
+		return 0, false
+	}
+	if first {
+		o.watchMu.Lock()
+		for i := range o.watches {
+			if o.watches[i].utt == 0 {
+				o.watches[i] = firstWatch{utt: utt, at: o.enq}
+				break
+			}
+		}
+		o.watchMu.Unlock()
+	}
+	n := o.pacer.WritePCM(pcm)
+	o.enq += int64(n)
+	return n, true
+}
+
+// finish pads the end of an utterance with silence to a whole frame, so it plays at once and
+// the samples counted as queued and as sent stay equal (the pacer's own padding is not counted).
+func (o *output) finish(utt int) {
+	var zero [media.MaxFrameSamples]int16
+	n := int64(media.SamplesPerFrame(media.PipelineRate))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if utt < o.minUtt {
+		return
+	}
+	if rem := o.enq % n; rem != 0 {
+		o.enq += int64(o.pacer.WritePCM(zero[:n-rem]))
+	}
+	o.pacer.Finish()
+}
+
+// queued returns the sample index just after everything queued so far.
+func (o *output) queued() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.enq
+}
+
+// flush drops the queued audio and refuses any more from utterances up to now.
+func (o *output) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, samples := o.pacer.Flush()
+	o.enq -= int64(samples)
+	o.minUtt = o.c.uttSeq + 1
+	o.watchMu.Lock()
+	for i := range o.watches {
+		o.watches[i].utt = 0
+	}
+	o.watchMu.Unlock()
+}
+
+// sentFrames returns how many samples the caller has been sent.
+func (o *output) sentFrames() int64 { return o.sent.Load() }
+
+// watchPlayed asks for a spkPlayed event once end samples have been sent (now if they have).
+func (o *output) watchPlayed(end int64) {
+	o.target.Store(end)
+	if o.sent.Load() >= end && o.target.CompareAndSwap(end, 0) {
+		o.notify(spkEvent{kind: spkPlayed})
+	}
+}
+
+func (o *output) close() {
+	o.once.Do(func() {
+		o.cancel()
+		<-o.done
+	})
+}

@@ -1,0 +1,272 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/parley-voice/parley/session/llm"
+)
+
+type respKind int
+
+const (
+	respSent respKind = iota + 1
+	respFirstToken
+	respDelta
+	respToolsStarted
+	respToolsDone
+	respEndCall
+	respTransferred
+	respDone
+	respError
+)
+
+// respEvent is what the LLM worker reports to the loop (or to a text caller).
+type respEvent struct {
+	kind      respKind
+	gen       int
+	at        time.Time
+	text      string
+	usage     llm.Usage
+	err       error
+	midStream bool
+}
+
+// maxToolRounds bounds LLM → tool → LLM rounds in one reply.
+const maxToolRounds = 6
+
+// respond runs one reply: it streams the LLM, dispatches tool calls (in parallel) and asks again
+// with their results, until the model answers without tools. It appends the model's messages to
+// the history unless ctx was cancelled (barge-in), in which case the loop records what was heard.
+func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent)) {
+	var total llm.Usage
+	for round := 0; round < maxToolRounds; round++ {
+		req := c.buildRequest()
+		emit(respEvent{kind: respSent, at: time.Now()})
+		s, err := c.llm.Stream(ctx, req)
+		if err != nil {
+			if ctx.Err() == nil {
+				emit(respEvent{kind: respError, err: err, usage: total})
+			}
+			return
+		}
+		var text strings.Builder
+		var calls []llm.ToolCall
+		first := true
+		failed := false
+		for {
+			ev, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				s.Close()
+				if ctx.Err() == nil {
+					emit(respEvent{kind: respError, err: err, midStream: text.Len() > 0, usage: total})
+				}
+				failed = true
+				break
+			}
+			switch ev.Kind {
+			case llm.TextDelta:
+				if first {
+					first = false
+					emit(respEvent{kind: respFirstToken, at: time.Now()})
+				}
+				text.WriteString(ev.Text)
+				emit(respEvent{kind: respDelta, text: ev.Text})
+			case llm.ToolCallEvent:
+				if first {
+					first = false
+					emit(respEvent{kind: respFirstToken, at: time.Now()})
+				}
+				calls = append(calls, ev.ToolCall)
+			case llm.Done:
+				total.InputTokens += ev.Usage.InputTokens
+				total.OutputTokens += ev.Usage.OutputTokens
+			}
+		}
+		s.Close()
+		if failed || ctx.Err() != nil {
+			return
+		}
+		c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: text.String(), ToolCalls: calls}, gen)
+		if len(calls) == 0 {
+			emit(respEvent{kind: respDone, usage: total})
+			return
+		}
+		ended := c.runTools(ctx, gen, calls, emit)
+		if ended || ctx.Err() != nil {
+			if ctx.Err() == nil {
+				emit(respEvent{kind: respDone, usage: total})
+			}
+			return
+		}
+	}
+	emit(respEvent{kind: respError, err: errors.New("too many tool-call rounds in one reply"), usage: total})
+}
+
+// buildRequest assembles the LLM request from the system prompt, the history and the tools.
+func (c *Conversation) buildRequest() llm.Request {
+	c.histMu.Lock()
+	msgs := make([]llm.Message, 0, len(c.history))
+	for _, h := range c.history {
+		msgs = append(msgs, h.msg)
+	}
+	c.histMu.Unlock()
+	return llm.Request{Model: c.agent.LLMModel, System: c.system, Messages: msgs, Tools: c.llmTools()}
+}
+
+// Built-in tool names.
+const (
+	ToolEndCall   = "end_call"
+	ToolTransfer  = "transfer_call"
+	ToolSendDTMF  = "send_dtmf"
+	ToolKnowledge = "knowledge_lookup"
+)
+
+var builtinSchemas = map[string]struct {
+	desc   string
+	params string
+}{
+	ToolEndCall:   {"End the conversation after your current sentence. Say goodbye first.", `{"type":"object","properties":{"reason":{"type":"string"}},"additionalProperties":false}`},
+	ToolTransfer:  {"Transfer the caller to a human or another number.", `{"type":"object","properties":{"destination":{"type":"string","description":"E.164 number or SIP URI"},"mode":{"type":"string","enum":["cold","warm"]},"summary":{"type":"string","description":"what to tell the human before connecting (warm)"}},"required":["destination"],"additionalProperties":false}`},
+	ToolSendDTMF:  {"Press keys on the phone keypad (for menus).", `{"type":"object","properties":{"digits":{"type":"string","pattern":"^[0-9*#A-D]+$"}},"required":["digits"],"additionalProperties":false}`},
+	ToolKnowledge: {"Look up facts in the agent's knowledge bases.", `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`},
+}
+
+func (c *Conversation) llmTools() []llm.Tool {
+	var out []llm.Tool
+	for _, t := range c.agent.Tools {
+		lt := llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		if b, ok := builtinSchemas[t.Name]; ok {
+			if lt.Description == "" {
+				lt.Description = b.desc
+			}
+			if len(lt.Parameters) == 0 {
+				lt.Parameters = json.RawMessage(b.params)
+			}
+		}
+		out = append(out, lt)
+	}
+	return out
+}
+
+// ToolRunner runs HTTP and MCP tools (implemented by the control plane).
+type ToolRunner interface {
+	Call(ctx context.Context, name string, args json.RawMessage) (string, error)
+}
+
+// Knowledge answers knowledge-base lookups (implemented by the control plane).
+type Knowledge interface {
+	Lookup(ctx context.Context, query string) (string, error)
+}
+
+// runTools runs the calls in parallel, records them in the transcript and the history, and
+// reports whether one of them ended the conversation.
+func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCall, emit func(respEvent)) (ended bool) {
+	emit(respEvent{kind: respToolsStarted})
+	results := make([]string, len(calls))
+	var endCall, transferred bool
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, kind := c.runTool(ctx, call)
+			mu.Lock()
+			results[i] = res
+			switch kind {
+			case respEndCall:
+				endCall = true
+			case respTransferred:
+				transferred = true
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	emit(respEvent{kind: respToolsDone})
+	for i, call := range calls {
+		c.appendHistory(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: results[i]}, gen)
+		now := time.Now()
+		c.addLineSafe(Line{Role: RoleTool, Text: call.Name + "(" + string(call.Arguments) + ") → " + results[i], Start: now, End: now,
+			Meta: map[string]any{"tool": call.Name, "call_id": call.ID}})
+	}
+	if transferred {
+		emit(respEvent{kind: respTransferred})
+		return true
+	}
+	if endCall {
+		emit(respEvent{kind: respEndCall})
+		return true
+	}
+	return false
+}
+
+// addLineSafe appends a line from a worker goroutine (the transcript is locked; the sink is
+// called from here too, so sinks must be safe for concurrent use).
+func (c *Conversation) addLineSafe(l Line) { c.addLine(l) }
+
+func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall) (string, respKind) {
+	var args map[string]any
+	if len(call.Arguments) > 0 {
+		if err := json.Unmarshal(call.Arguments, &args); err != nil {
+			return `{"error":"arguments are not valid JSON"}`, 0
+		}
+	}
+	str := func(k string) string { s, _ := args[k].(string); return s }
+	switch call.Name {
+	case ToolEndCall:
+		return `{"ok":true}`, respEndCall
+	case ToolTransfer:
+		if c.port == nil {
+			return `{"error":"transfer is not possible in this channel"}`, 0
+		}
+		mode := TransferMode(str("mode"))
+		if mode != TransferWarm {
+			mode = TransferCold
+		}
+		err := c.port.Transfer(ctx, TransferRequest{Destination: str("destination"), Mode: mode, Summary: str("summary"), Timeout: 30 * time.Second})
+		if err != nil {
+			return jsonError("transfer failed: " + err.Error()), 0
+		}
+		return `{"ok":true}`, respTransferred
+	case ToolSendDTMF:
+		if c.port == nil {
+			return `{"error":"DTMF is not possible in this channel"}`, 0
+		}
+		if err := c.port.SendDTMF(ctx, str("digits")); err != nil {
+			return jsonError(err.Error()), 0
+		}
+		return `{"ok":true}`, 0
+	case ToolKnowledge:
+		if c.know == nil {
+			return `{"error":"no knowledge base is configured"}`, 0
+		}
+		res, err := c.know.Lookup(ctx, str("query"))
+		if err != nil {
+			return jsonError(err.Error()), 0
+		}
+		return res, 0
+	}
+	if c.tools == nil {
+		return jsonError("unknown tool " + call.Name), 0
+	}
+	res, err := c.tools.Call(ctx, call.Name, call.Arguments)
+	if err != nil {
+		return jsonError(err.Error()), 0
+	}
+	return res, 0
+}
+
+func jsonError(msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return string(b)
+}
