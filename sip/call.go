@@ -1,0 +1,399 @@
+package sip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/session"
+)
+
+// CallDirection says who placed a call.
+type CallDirection string
+
+// Call directions.
+const (
+	Inbound  CallDirection = "inbound"
+	Outbound CallDirection = "outbound"
+)
+
+// CallState is where a call is.
+type CallState string
+
+// Call states, as the control plane reports them.
+const (
+	CallRinging    CallState = "ringing"
+	CallInProgress CallState = "in_progress"
+	CallEnded      CallState = "ended"
+)
+
+// Call is one phone call handled by Parley: the caller's (or callee's) leg, the conversation
+// that talks on it, and for a warm transfer the human's leg bridged to it. It is the
+// conversation's session.AudioPort.
+type Call struct {
+	s       *Server
+	id      string
+	dir     CallDirection
+	trunk   Trunk
+	from    string
+	to      string
+	log     *slog.Logger
+	onEvent func(Event)
+	xfer    TransferOptions
+	tap     func(fromCaller bool, f *media.Frame)
+
+	primary atomic.Pointer[leg] // the leg the conversation talks on
+	muted   atomic.Bool         // the conversation's audio is held back (warm transfer)
+
+	mu         sync.Mutex
+	conv       *session.Conversation
+	convLive   bool              // StartVoice returned: the conversation may be told the channel ended
+	bridged    *leg              // the human's leg once a warm transfer bridged it
+	takeover   *session.Takeover // set when the bridge runs through the conversation's takeover
+	state      CallState
+	startedAt  time.Time
+	answeredAt time.Time
+	endedAt    time.Time
+	endReason  session.EndReason
+	outcome    Outcome
+	amd        AMDResult
+	transfer   bool // a transfer is in progress
+
+	ctx     context.Context // the conversation's context; cancelled once the call is over
+	cancel  context.CancelFunc
+	done    chan struct{}
+	endOnce sync.Once
+}
+
+func (s *Server) newCall(id string, dir CallDirection, trunk Trunk, from, to string, onEvent func(Event), xfer TransferOptions) *Call {
+	if id == "" {
+		id = newUUID()
+	}
+	c := &Call{
+		s: s, id: id, dir: dir, trunk: trunk, from: from, to: to, onEvent: onEvent, xfer: xfer,
+		state: CallRinging, startedAt: time.Now(), done: make(chan struct{}),
+	}
+	c.log = s.log.With("call", id, "direction", string(dir))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// ID returns the call's id (the Plan's or DialRequest's ID, or a UUID).
+func (c *Call) ID() string { return c.id }
+
+// Direction returns whether the call is inbound or outbound.
+func (c *Call) Direction() CallDirection { return c.dir }
+
+// From and To return the calling and called parties (E.164 when they are numbers).
+func (c *Call) From() string { return c.from }
+
+// To returns the called party.
+func (c *Call) To() string { return c.to }
+
+// Trunk returns the trunk the call runs on.
+func (c *Call) Trunk() Trunk { return c.trunk }
+
+// SIPCallID returns the SIP Call-ID of the call's leg.
+func (c *Call) SIPCallID() string {
+	if l := c.primary.Load(); l != nil {
+		return l.d.callID
+	}
+	return ""
+}
+
+// Done is closed when the call is over.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// State returns where the call is.
+func (c *Call) State() CallState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// EndReason returns why the call ended ("" while it is up).
+func (c *Call) EndReason() session.EndReason {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.endReason
+}
+
+// Conversation returns the call's conversation (nil before it was built).
+func (c *Call) Conversation() *session.Conversation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conv
+}
+
+// AMD returns the answering-machine detection result (zero when none ran).
+func (c *Call) AMD() AMDResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.amd
+}
+
+// Negotiated returns the audio negotiation of the call's leg.
+func (c *Call) Negotiated() Negotiated {
+	l := c.primary.Load()
+	if l == nil {
+		return Negotiated{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.neg
+}
+
+// Stats returns the media statistics of the call's leg.
+func (c *Call) Stats() CallStats {
+	l := c.primary.Load()
+	if l == nil {
+		return CallStats{}
+	}
+	return l.stats()
+}
+
+func (c *Call) emit(ev Event) {
+	if c.onEvent == nil {
+		return
+	}
+	ev.Call = c
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	if ev.Stats == (CallStats{}) {
+		ev.Stats = c.Stats()
+	}
+	c.onEvent(ev)
+}
+
+// attach makes l the leg the conversation talks on.
+func (c *Call) attach(l *leg) {
+	l.onEnd = c.legEnded
+	l.onRefer = c.onRefer
+	c.primary.Store(l)
+}
+
+// legEnded is every leg's end hook.
+func (c *Call) legEnded(l *leg, reason session.EndReason) {
+	c.mu.Lock()
+	conv, live, bridged, through, primary := c.conv, c.convLive, c.bridged, c.takeover != nil, c.primary.Load()
+	c.mu.Unlock()
+	switch {
+	case l == primary:
+		switch {
+		case through:
+			// A warm transfer bridged through the conversation: it ends with the call.
+			bridged.end(reason, true, "other party hung up")
+			reason = c.bridgeEnded(conv)
+		case bridged != nil:
+			bridged.end(reason, true, "other party hung up")
+		case conv != nil && live:
+			conv.ChannelEnded(reason)
+		}
+		c.finish(reason)
+	case l == bridged:
+		// The human hung up after the bridge: the caller's leg ends too.
+		if primary != nil {
+			primary.end(session.EndCompleted, true, "transferred party hung up")
+		}
+		if through {
+			c.finish(c.bridgeEnded(conv))
+		} else {
+			c.finish(session.EndCompleted)
+		}
+	}
+}
+
+// startConversation starts the built conversation on the call's leg: caller audio and DTMF go
+// to it, its audio and commands come back through the Call.
+func (c *Call) startConversation() error {
+	c.mu.Lock()
+	conv := c.conv
+	c.mu.Unlock()
+	l := c.primary.Load()
+	if conv == nil || l == nil {
+		return errors.New("sip: no conversation to start")
+	}
+	if err := conv.StartVoice(c.ctx, c); err != nil {
+		return err
+	}
+	l.med.setSink(c.callerSink(conv))
+	l.med.setDTMFSink(conv.PushDTMF)
+	c.mu.Lock()
+	c.convLive = true
+	ended, reason := c.state == CallEnded, c.endReason
+	if !ended {
+		c.state = CallInProgress
+		c.answeredAt = time.Now()
+	}
+	c.mu.Unlock()
+	if ended {
+		// The caller left while the conversation was starting (ChannelEnded may not race
+		// StartVoice): tell it now.
+		conv.ChannelEnded(reason)
+	}
+	if c.s.track() {
+		go c.monitor(conv)
+	}
+	c.emit(Event{Kind: EventInProgress})
+	return nil
+}
+
+// callerSink routes the caller's frames to the conversation (and the tap).
+func (c *Call) callerSink(conv *session.Conversation) frameFunc {
+	if c.tap == nil {
+		return conv.PushFrame
+	}
+	tap := c.tap
+	return func(f *media.Frame) {
+		conv.PushFrame(f)
+		tap(true, f)
+	}
+}
+
+// monitor ends the call when the conversation ends on its own, and after the call ended lets
+// the conversation finish before cancelling its context.
+func (c *Call) monitor(conv *session.Conversation) {
+	defer c.s.wg.Done()
+	select {
+	case <-conv.Done():
+		c.mu.Lock()
+		bridged := c.bridged != nil
+		c.mu.Unlock()
+		if !bridged {
+			c.hangup(conv.EndReason(), "conversation ended")
+		}
+		<-c.done
+	case <-c.done:
+		t := time.NewTimer(5 * time.Second)
+		select {
+		case <-conv.Done():
+		case <-t.C:
+			c.log.Warn("sip: conversation slow to end; cancelling it")
+		}
+		t.Stop()
+	}
+	c.cancel()
+	<-conv.Done()
+}
+
+// hangup ends the call from Parley's side: BYE on every leg (CANCEL is the dialler's business).
+func (c *Call) hangup(reason session.EndReason, text string) {
+	if l := c.primary.Load(); l != nil {
+		l.end(reason, true, text)
+	}
+	c.mu.Lock()
+	b := c.bridged
+	c.mu.Unlock()
+	if b != nil {
+		b.end(reason, true, text)
+	}
+	c.finish(reason)
+}
+
+// finish marks the call over once and reports it.
+func (c *Call) finish(reason session.EndReason) {
+	c.endOnce.Do(func() {
+		c.mu.Lock()
+		c.state = CallEnded
+		c.endedAt = time.Now()
+		c.endReason = reason
+		conv := c.conv
+		outcome := c.outcome
+		c.mu.Unlock()
+		c.s.removeCall(c)
+		if conv == nil {
+			c.cancel()
+		}
+		st := c.Stats()
+		c.log.Info("sip: call ended", "reason", string(reason), "codec", st.Codec,
+			"rtp_sent", st.PacketsSent, "rtp_received", st.PacketsReceived, "lost", st.PacketsLost,
+			"jitter", st.Jitter.String(), "rtt", st.RTT.String())
+		close(c.done)
+		c.emit(Event{Kind: EventEnded, EndReason: reason, Outcome: outcome, Stats: st})
+	})
+}
+
+// SendFrame implements session.AudioPort: one 20 ms frame toward the caller. It never blocks.
+func (c *Call) SendFrame(f *media.Frame) {
+	if c.muted.Load() {
+		return
+	}
+	if l := c.primary.Load(); l != nil {
+		l.med.sendFrame(f)
+		if c.tap != nil {
+			c.tap(false, f)
+		}
+	}
+}
+
+// SendDTMF implements session.AudioPort: RFC 4733 events when the peer negotiated
+// telephone-event, SIP INFO (application/dtmf-relay) otherwise.
+func (c *Call) SendDTMF(ctx context.Context, digits string) error {
+	l := c.primary.Load()
+	if l == nil || l.ended() {
+		return ErrClosed
+	}
+	for _, d := range digits {
+		if !isDTMFDigit(d) {
+			return fmt.Errorf("sip: %q is not a DTMF digit", d)
+		}
+	}
+	err := l.med.sendDTMF(ctx, digits)
+	if !errors.Is(err, errNoRFC4733) {
+		return err
+	}
+	for _, d := range digits {
+		if err := l.sendInfoDTMF(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Hangup implements session.AudioPort: the conversation ended the call.
+func (c *Call) Hangup(ctx context.Context, reason session.EndReason) error {
+	c.hangup(reason, "agent ended the call")
+	return nil
+}
+
+// Transfer implements session.AudioPort; see transfer.go.
+func (c *Call) Transfer(ctx context.Context, t session.TransferRequest) error {
+	switch t.Mode {
+	case session.TransferWarm:
+		return c.transferWarm(ctx, t)
+	default:
+		return c.transferCold(ctx, t)
+	}
+}
+
+// sendInfoDTMF sends one digit by SIP INFO with application/dtmf-relay (the de-facto format).
+func (l *leg) sendInfoDTMF(ctx context.Context, d rune) error {
+	l.mu.Lock()
+	if l.state != legConfirmed {
+		l.mu.Unlock()
+		return ErrNotEstablished
+	}
+	req := l.s.newRequest(&l.d, sip.INFO, 0)
+	l.mu.Unlock()
+	req.AppendHeader(sip.NewHeader("Content-Type", "application/dtmf-relay"))
+	req.SetBody(formatDTMFRelay(d, 160*time.Millisecond))
+	res, err := l.s.do(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !res.IsSuccess() {
+		return fmt.Errorf("sip: INFO answered %d", res.StatusCode)
+	}
+	return nil
+}
+
+func isDTMFDigit(d rune) bool { return strings.ContainsRune("0123456789*#ABCDabcd", d) }

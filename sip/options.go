@@ -1,0 +1,140 @@
+package sip
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/parley-voice/parley/codec"
+	"github.com/parley-voice/parley/media"
+)
+
+// Defaults of Options.
+const (
+	DefaultMediaTimeout    = 30 * time.Second
+	DefaultSessionExpires  = 30 * time.Minute // RFC 4028 §4 recommends 1800 s
+	DefaultMinSE           = 90 * time.Second // RFC 4028 §5 minimum
+	DefaultRingTimeout     = 60 * time.Second
+	DefaultDrainRetryAfter = 30 * time.Second
+	DefaultUserAgent       = "Parley"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the UDP and TCP listen address (PARLEY_SIP_ADDR), e.g. ":5060". Port 0 takes a
+	// free port (UDP first, then TCP on the same port when it is free).
+	Addr string
+	// TLSAddr is the SIP over TLS listen address, used when a certificate is configured
+	// (TLSConfig, or TLSCertFile and TLSKeyFile).
+	TLSAddr                 string
+	TLSCertFile, TLSKeyFile string
+	TLSConfig               *tls.Config
+	// PublicIP is the address advertised in Via, Contact and SDP (PARLEY_PUBLIC_IP). Zero
+	// advertises the local address the peer is reached from.
+	PublicIP netip.Addr
+	// RTPPorts is the UDP range for RTP/RTCP pairs (PARLEY_RTP_PORTS); zero means
+	// media.DefaultPortRange. RTPIP is the address RTP binds to (zero: all).
+	RTPPorts media.PortRange
+	RTPIP    netip.Addr
+	// Codecs is the audio codec order of offers and the set accepted in answers; empty means
+	// DefaultCodecs. telephone-event is always offered and accepted.
+	Codecs []codec.Info
+	// Router decides inbound calls. Nil refuses every inbound call 480.
+	Router Router
+	// Trunks matches inbound sources to trunks. Nil refuses every inbound call 403.
+	Trunks TrunkSource
+	// MediaTimeout ends a call when no RTP arrived for this long while the peer should be
+	// sending (not on hold). Zero means DefaultMediaTimeout; negative disables it.
+	MediaTimeout time.Duration
+	// SessionExpires and MinSE are the RFC 4028 session interval Parley asks for and the
+	// smallest it accepts. Zero means the defaults.
+	SessionExpires, MinSE time.Duration
+	// DrainRetryAfter is the Retry-After of the 503 answered while draining.
+	DrainRetryAfter time.Duration
+	// DefaultCountryCode completes national numbers into E.164 ("1" for the NANP); empty
+	// normalizes only numbers already in international form.
+	DefaultCountryCode string
+	// MaxCalls caps the calls of this node (inbound answered 503, Dial refused); 0: no cap.
+	MaxCalls int
+	// UserAgent is sent in User-Agent and Server headers.
+	UserAgent string
+	// Logger receives the server's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// SIPLogger receives sipgo's own log lines; nil discards them below warnings.
+	SIPLogger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Addr == "" {
+		o.Addr = ":5060"
+	}
+	if o.RTPPorts == (media.PortRange{}) {
+		o.RTPPorts = media.DefaultPortRange
+	}
+	if err := o.RTPPorts.Validate(); err != nil {
+		return o, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	}
+	if len(o.Codecs) == 0 {
+		o.Codecs = DefaultCodecs
+	}
+	for _, c := range o.Codecs {
+		if _, err := codec.NewDecoder(pipelineInfo(c)); err != nil {
+			return o, fmt.Errorf("%w: codec %s: %v", ErrBadOptions, c.Name, err)
+		}
+	}
+	if o.MediaTimeout == 0 {
+		o.MediaTimeout = DefaultMediaTimeout
+	}
+	if o.SessionExpires == 0 {
+		o.SessionExpires = DefaultSessionExpires
+	}
+	if o.MinSE == 0 {
+		o.MinSE = DefaultMinSE
+	}
+	if o.SessionExpires < o.MinSE {
+		return o, fmt.Errorf("%w: SessionExpires %v below MinSE %v", ErrBadOptions, o.SessionExpires, o.MinSE)
+	}
+	if o.DrainRetryAfter <= 0 {
+		o.DrainRetryAfter = DefaultDrainRetryAfter
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return o, fmt.Errorf("%w: set both TLSCertFile and TLSKeyFile, or neither", ErrBadOptions)
+	}
+	if o.PublicIP.IsValid() {
+		o.PublicIP = o.PublicIP.Unmap()
+	}
+	return o, nil
+}
+
+// CodecsByName returns the codecs named in list ("PCMU", "pcma", "G722", "opus"), in that
+// order; for a configurable codec order.
+func CodecsByName(list []string) ([]codec.Info, error) {
+	var out []codec.Info
+	for _, n := range list {
+		n = strings.TrimSpace(n)
+		if n == "" || strings.EqualFold(n, codec.TelephoneEvent.Name) {
+			continue
+		}
+		found := false
+		for _, c := range DefaultCodecs {
+			if strings.EqualFold(c.Name, n) {
+				out = append(out, c)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("sip: unknown codec %q (want PCMU, PCMA, G722 or opus)", n)
+		}
+	}
+	return out, nil
+}
