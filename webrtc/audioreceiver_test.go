@@ -1,0 +1,367 @@
+package webrtc
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/media/mediatest"
+	"github.com/pion/rtp"
+)
+
+// encodeTone returns n packets of a 20 ms Opus (or PCMU) tone, as a browser would send them.
+func encodeTone(t testing.TB, c Codec, freq float64, n int) []rtp.Packet {
+	t.Helper()
+	log := &packetLog{keep: true}
+	s, err := newAudioSender(audioSenderOptions{Codec: c, Track: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := mediatest.NewTone(freq, -20, media.PipelineRate)
+	for i := 0; i < n; i++ {
+		if err := s.Write(toneFrame(g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return log.pkts
+}
+
+// encodeFrames returns the Opus packets of frames as the service's sender makes them.
+func encodeFrames(t testing.TB, frames []media.Frame) []rtp.Packet {
+	t.Helper()
+	log := &packetLog{keep: true}
+	s, err := newAudioSender(audioSenderOptions{Codec: CodecOpus, Track: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range frames {
+		if err := s.Write(&frames[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return log.pkts
+}
+
+// browserStream returns n packets of a continuous 20 ms tone in codec c (Opus without DTX),
+// numbered as one stream.
+func browserStream(t testing.TB, c Codec, n int) []rtp.Packet {
+	t.Helper()
+	enc := encodeTone(t, c, 1000, 40)
+	step := uint32(960)
+	if c == CodecPCMU {
+		step = 160
+	}
+	out := make([]rtp.Packet, n)
+	for i := range out {
+		out[i] = enc[i%len(enc)]
+		out[i].SequenceNumber = enc[0].SequenceNumber + uint16(i)
+		out[i].Timestamp = enc[0].Timestamp + uint32(i)*step
+		out[i].Marker = i == 0
+	}
+	return out
+}
+
+func TestAudioReceiverDecodes(t *testing.T) {
+	for _, tc := range []struct {
+		codec Codec
+		pt    uint8
+	}{{CodecOpus, 111}, {CodecPCMU, 0}} {
+		t.Run(string(tc.codec), func(t *testing.T) {
+			var got []int16
+			var now time.Duration
+			r, err := newAudioReceiverClock(tc.codec, tc.pt, func(f *media.Frame) {
+				if f.Rate != media.PipelineRate || f.N != 320 {
+					t.Fatalf("frame of %d samples at %d Hz", f.N, f.Rate)
+				}
+				got = append(got, f.PCM()...)
+			}, func() time.Duration { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			r.Tick()
+			r.catchUp(time.Second)
+			if len(got) != 0 {
+				t.Fatal("a frame before the first packet")
+			}
+			pkts := encodeTone(t, tc.codec, 1000, 50)
+			for i := range pkts {
+				now = time.Duration(i) * media.FrameDuration
+				if i == 20 {
+					continue // one packet lost: concealed, the frames stay continuous
+				}
+				r.Receive(&pkts[i], now)
+				if i == 21 && len(got) != 22*320 {
+					t.Fatalf("%d frames after the packet that follows the lost one, want 22", len(got)/320)
+				}
+			}
+			if len(got) != len(pkts)*320 {
+				t.Fatalf("%d samples out for %d packets in", len(got), len(pkts))
+			}
+			if l := mediatest.DetectTone(got[len(got)/2:], media.PipelineRate, 1000); l < -26 {
+				t.Fatalf("1 kHz at %.1f dBFS after decode and resampling, want about -20", l)
+			}
+			if st := r.Stats(); st.Packets != uint64(len(pkts)-1) || st.Frames != uint64(len(got)/320) || st.ClockFrames != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			if r.LastPacket().IsZero() {
+				t.Fatal("no arrival time")
+			}
+			// The page goes quiet: the clock's path keeps the frames coming, one per 20 ms.
+			r.catchUp(now + playoutLate + 5*media.FrameDuration)
+			if st := r.Stats(); st.ClockFrames != 1 {
+				t.Fatalf("after a long stall the clock produced %d frames at once, want 1 (no burst)", st.ClockFrames)
+			}
+			r.catchUp(now + playoutLate + 6*media.FrameDuration)
+			if st := r.Stats(); st.ClockFrames != 2 {
+				t.Fatalf("clock frames %d, want 2", st.ClockFrames)
+			}
+		})
+	}
+}
+
+// playoutRun simulates one (PCMU) receive path until the last packet: packets arrive at the given times
+// (< 0: never), the service's playout clock ticks every 20 ms at phase, and the fallback
+// goroutine runs at once when nudged. It returns the receiver's stats and its RTP receiver's.
+func playoutRun(t *testing.T, pkts []rtp.Packet, arrive []time.Duration, phase time.Duration) (audioReceiverStats, media.RTPReceiverStats) {
+	t.Helper()
+	var now time.Duration
+	frames := 0
+	r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) { frames++ }, func() time.Duration { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	order := make([]int, len(pkts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return int(arrive[a] - arrive[b]) })
+	tick := phase
+	for _, i := range order {
+		if arrive[i] < 0 {
+			continue // lost
+		}
+		for ; tick <= arrive[i]; tick += media.FrameDuration {
+			now = tick
+			if r.overdue(tick) {
+				r.catchUp(tick)
+			}
+		}
+		now = arrive[i]
+		r.Receive(&pkts[i], now)
+	}
+	st := r.Stats()
+	if int(st.Frames) != frames {
+		t.Fatalf("%d frames delivered, stats say %d", frames, st.Frames)
+	}
+	return st, r.rx.Stats()
+}
+
+// fixedRun is playoutRun with the frames timed by a plain 20 ms clock at phase, packets only
+// stored as they arrive: the reference the arrival-driven playout is compared with.
+func fixedRun(t *testing.T, pkts []rtp.Packet, arrive []time.Duration, phase time.Duration) media.RTPReceiverStats {
+	t.Helper()
+	var now time.Duration
+	r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) {}, func() time.Duration { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	order := make([]int, len(pkts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return int(arrive[a] - arrive[b]) })
+	tick := phase
+	for _, i := range order {
+		if arrive[i] < 0 {
+			continue
+		}
+		for ; tick <= arrive[i]; tick += media.FrameDuration {
+			now = tick
+			r.Tick()
+		}
+		now = arrive[i]
+		r.Push(&pkts[i], now)
+	}
+	return r.rx.Stats()
+}
+
+// The packets drive playout: one frame per packet at the packet's arrival, whatever the network
+// and the sender's clock do; the clock only fills in where packets are missing or too late; and
+// the jitter buffer conceals about as much as it does behind a fixed 20 ms clock (whose phase
+// against the packets costs up to 20 ms of delay that arrival-driven playout does not have).
+func TestAudioReceiverPlayout(t *testing.T) {
+	const n = 1000                         // 20 s
+	pkts := browserStream(t, CodecPCMU, n) // the timing is the codec's business: PCMU is cheap to decode
+	rng := rand.New(rand.NewPCG(1, 2))
+	jitter := func(ms float64) time.Duration {
+		return time.Duration((rng.Float64()*2 - 1) * ms * float64(time.Millisecond))
+	}
+	slot := func(i int) time.Duration { return 100*time.Millisecond + time.Duration(i)*media.FrameDuration }
+	for _, tc := range []struct {
+		name                            string
+		arrive                          func(i int) time.Duration // < 0: lost
+		dtx                             [2]int                    // packets [a, b) never sent: the sequence numbers go on
+		maxClock, maxConcealed, maxLate int                       // bounds
+		frames                          int                       // expected frames, ±3
+	}{
+		{name: "steady", arrive: func(i int) time.Duration { return slot(i) + jitter(1) },
+			maxConcealed: 1, frames: n}, // the jitter buffer's start
+		{name: "jitter ±8 ms", arrive: func(i int) time.Duration { return slot(i) + jitter(8) },
+			maxClock: 20, maxConcealed: 8, frames: n},
+		{name: "sender clock 0.5% slow", arrive: func(i int) time.Duration { return slot(i) * 1005 / 1000 },
+			maxConcealed: 2, frames: n},
+		{name: "sender clock 0.5% fast", arrive: func(i int) time.Duration { return slot(i) * 995 / 1000 },
+			maxConcealed: 2, frames: n},
+		{name: "bursts", arrive: func(i int) time.Duration {
+			if i%10 == 5 {
+				return slot(i) + 25*time.Millisecond // late, arrives with the next one
+			}
+			return slot(i) + jitter(1)
+		}, maxClock: n / 10, maxConcealed: 15, maxLate: 10, frames: n},
+		{name: "5% loss", arrive: func(i int) time.Duration {
+			if i%20 == 7 {
+				return -1
+			}
+			return slot(i) + jitter(1)
+		}, maxClock: n / 20, maxConcealed: n/20 + 2, frames: n},
+		{name: "1 s lost", arrive: func(i int) time.Duration {
+			if i >= 300 && i < 350 {
+				return -1
+			}
+			return slot(i) + jitter(1)
+		}, maxClock: 50, maxConcealed: 52, frames: n},
+		{name: "1 s silence (DTX)", dtx: [2]int{300, 350}, arrive: func(i int) time.Duration {
+			if i >= 300 && i < 350 {
+				return -1
+			}
+			return slot(i) + jitter(1)
+		}, maxClock: 50, maxConcealed: 12, frames: n},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, phase := range []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond} {
+				arrive := make([]time.Duration, n)
+				for i := range arrive {
+					arrive[i] = tc.arrive(i)
+				}
+				sent := slices.Clone(pkts)
+				if a, b := tc.dtx[0], tc.dtx[1]; b > a {
+					for i := b; i < n; i++ {
+						sent[i].SequenceNumber -= uint16(b - a) // RFC 7587 §3.1.3: DTX sends nothing
+					}
+				}
+				st, rx := playoutRun(t, sent, arrive, phase)
+				ref := fixedRun(t, sent, arrive, phase)
+				t.Logf("phase %v: %+v concealed %d late %d depth %v; with a fixed 20 ms clock: concealed %d late %d depth %v",
+					phase, st, rx.Concealed, rx.Jitter.Late, rx.Jitter.Depth, ref.Concealed, ref.Jitter.Late, ref.Jitter.Depth)
+				if d := int(st.Frames) - tc.frames; d < -3 || d > 3 {
+					t.Errorf("phase %v: %d frames for %d slots", phase, st.Frames, tc.frames)
+				}
+				if int(st.ClockFrames) > tc.maxClock {
+					t.Errorf("phase %v: the clock produced %d frames, want at most %d", phase, st.ClockFrames, tc.maxClock)
+				}
+				if int(rx.Concealed) > tc.maxConcealed {
+					t.Errorf("phase %v: %d frames concealed, want at most %d", phase, rx.Concealed, tc.maxConcealed)
+				}
+				if int(rx.Jitter.Late) > tc.maxLate {
+					t.Errorf("phase %v: %d packets came too late, want at most %d", phase, rx.Jitter.Late, tc.maxLate)
+				}
+				if rx.Concealed > ref.Concealed+6 {
+					t.Errorf("phase %v: %d frames concealed, a fixed clock conceals %d", phase, rx.Concealed, ref.Concealed)
+				}
+			}
+		})
+	}
+}
+
+// The fallback goroutine produces a frame when the clock nudges it, and stops with its context.
+func TestAudioReceiverFallbackGoroutine(t *testing.T) {
+	var now atomic.Int64
+	frames := make(chan struct{}, 10)
+	r, err := newAudioReceiverClock(CodecOpus, 111, func(*media.Frame) { frames <- struct{}{} },
+		func() time.Duration { return time.Duration(now.Load()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pkts := encodeTone(t, CodecOpus, 1000, 1)
+	now.Store(int64(time.Second))
+	r.Receive(&pkts[0], time.Second)
+	<-frames
+	c := newPlayoutClock()
+	remove := c.add(r)
+	defer remove()
+	if c.len() != 1 {
+		t.Fatalf("%d receivers on the clock", c.len())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.playout(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done }) // never leak it, even when the test fails early
+	due := time.Second + media.FrameDuration + playoutLate
+	c.tick(due - time.Millisecond)
+	if len(r.kick) != 0 {
+		t.Fatal("nudged before the frame was overdue")
+	}
+	now.Store(int64(due))
+	c.tick(due)
+	select {
+	case <-frames:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the nudged fallback produced no frame")
+	}
+	// The frame reaches the sink inside catchUp, just before the clock's count is raised: wait
+	// for the count rather than read it at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Stats().ClockFrames != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%+v", r.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	remove()
+	remove()
+	if c.len() != 0 {
+		t.Fatalf("%d receivers on the clock after remove", c.len())
+	}
+}
+
+// BenchmarkAudioReceiver: one Opus packet in, one 16 kHz frame out (jitter buffer, decode at
+// 48 kHz, resample), on the arrival path.
+func BenchmarkAudioReceiver(b *testing.B) {
+	pkts := browserStream(b, CodecOpus, 500)
+	var now time.Duration
+	r, err := newAudioReceiverClock(CodecOpus, 111, func(*media.Frame) {}, func() time.Duration { return now })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	var seq uint16
+	var ts uint32
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p := pkts[i%len(pkts)]
+		p.SequenceNumber, p.Timestamp = seq, ts
+		seq++
+		ts += 960
+		now += media.FrameDuration
+		r.Receive(&p, now)
+	}
+	if st := r.Stats(); st.Frames != st.Packets {
+		b.Fatalf("%+v: want one frame per packet", st)
+	}
+}

@@ -1,0 +1,97 @@
+// The join page's script (/call/{id} and /listen/{id}): a start button, level meters, the live
+// transcript, text, keypad, takeover and hang-up, on top of parley.js.
+import { ParleyCall } from "./parley.js";
+
+const $ = (id) => document.getElementById(id);
+const listen = location.pathname.startsWith("/listen/");
+const params = new URLSearchParams(location.hash.slice(1) || location.search.slice(1));
+let token = params.get("token") || "";
+if (!token) $("token-row").hidden = false;
+if (listen) {
+  $("title").textContent = "Listening to a Parley call";
+  $("mic-row").hidden = true;
+  $("text-form").hidden = true;
+}
+const names = { user: "Caller", agent: "Agent", system: "", note: "Note", tool: "Tool" };
+for (const d of ["1","2","3","4","5","6","7","8","9","*","0","#"]) {
+  const b = document.createElement("button");
+  b.textContent = d;
+  b.disabled = true;
+  b.onclick = () => window.parley?.sendDTMF(d);
+  $("keypad").append(b);
+}
+if (listen) $("keypad").hidden = true;
+
+function setState(s, label) {
+  $("state").dataset.state = s;
+  $("state").textContent = label || s;
+}
+
+function addLine(l) {
+  const li = document.createElement("li");
+  li.className = l.role;
+  li.dataset.seq = l.seq;
+  const who = document.createElement("span");
+  who.className = "who";
+  const human = l.meta && l.meta.human;
+  who.textContent = l.role === "user" ? (window.parley?.participantName || names.user) : human ? "Human agent" : (names[l.role] ?? l.role);
+  li.append(who, document.createTextNode(l.text + (l.interrupted ? " …" : "")));
+  $("transcript").append(li);
+  $("transcript").scrollTop = $("transcript").scrollHeight;
+}
+
+function meters() {
+  const call = window.parley;
+  if (!call || call.state === "ended") return;
+  $("mic-level").style.width = Math.min(100, call.inputLevel() * 400) + "%";
+  $("out-level").style.width = Math.min(100, call.outputLevel() * 400) + "%";
+  requestAnimationFrame(meters);
+}
+
+$("start").onclick = async () => {
+  token = token || $("token").value.trim();
+  if (!token) { $("error").textContent = "A token is needed to join."; return; }
+  $("start").disabled = true;
+  $("error").textContent = "";
+  const call = new ParleyCall({ url: location.origin + location.pathname, token });
+  window.parley = call;
+  call.addEventListener("state", (e) => setState(e.detail.state));
+  call.addEventListener("transcript", (e) => addLine(e.detail));
+  call.addEventListener("interim", (e) => { $("interim").textContent = e.detail.text; });
+  call.addEventListener("agent-state", (e) => { if (e.detail.state !== "user_speaking") $("interim").textContent = ""; });
+  call.addEventListener("error", (e) => { $("error").textContent = e.detail.message || e.detail.code; });
+  call.addEventListener("takeover", (e) => {
+    $("takeover").textContent = e.detail.on ? "Hand back" : "Take over";
+    $("takeover").dataset.on = e.detail.on ? "1" : "";
+  });
+  call.addEventListener("ended", (e) => {
+    setState("ended", "ended (" + e.detail.reason + ")");
+    for (const b of document.querySelectorAll("button")) b.disabled = true;
+    $("text").disabled = true;
+  });
+  try {
+    await call.start();
+  } catch (e) {
+    setState("failed");
+    $("error").textContent = e.message;
+    return;
+  }
+  $("hangup").disabled = false;
+  $("mute").disabled = call.role === "listener";
+  $("text").disabled = $("send").disabled = call.role !== "caller";
+  for (const b of $("keypad").querySelectorAll("button")) b.disabled = call.role !== "caller";
+  if (call.role === "takeover") { $("takeover").hidden = false; $("takeover").disabled = false; $("mic-row").hidden = false; }
+  requestAnimationFrame(meters);
+};
+$("hangup").onclick = () => window.parley?.hangup();
+$("mute").onclick = () => {
+  const call = window.parley;
+  call.setMuted(!call.muted);
+  $("mute").textContent = call.muted ? "Unmute" : "Mute";
+};
+$("takeover").onclick = () => window.parley?.takeover(!$("takeover").dataset.on);
+$("text-form").onsubmit = (e) => {
+  e.preventDefault();
+  window.parley?.sendText($("text").value);
+  $("text").value = "";
+};
