@@ -1,0 +1,204 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/parley-voice/parley/control/bus"
+	"github.com/parley-voice/parley/control/problem"
+	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/store"
+)
+
+// API is the /v1 interface over the store and the bus.
+type API struct {
+	Store *store.Store
+	Bus   bus.Bus
+	Log   *slog.Logger
+	// KeyRatePerMin and OrgRatePerMin are the requests a minute allowed per API key and per
+	// organization (GCRA on the bus, a minute's worth in a burst); 0 disables the limit.
+	KeyRatePerMin int
+	OrgRatePerMin int
+	// BaseURL is the public address, named in the OpenAPI document's servers.
+	BaseURL string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
+	// Runtime runs and reaches conversations (chats, calls, live steering). Without it the
+	// operations that start or steer a conversation answer 501.
+	Runtime *runtime.Runtime
+	// DataDir holds recordings and attachments (shared by every node of a deployment).
+	DataDir string
+	// MaxCalls is how many voice calls (phone and browser) an organization may have going at
+	// once (0: no limit); WebCallsPerDay how many browser calls it may start a day (0: no limit).
+	MaxCalls       int
+	WebCallsPerDay int
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Routes returns the /v1 router (mounted at /v1 by the node): every operation of operations(),
+// behind authentication and rate limits, with problem documents for unknown paths and methods.
+func (a *API) Routes() chi.Router {
+	if a.Log == nil {
+		a.Log = slog.New(slog.DiscardHandler)
+	}
+	r := chi.NewRouter()
+	r.Use(a.gate)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, r, apiError(CodeRouteNotFound, "There is no operation at %s %s.", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allow := allowedMethods(r.URL.Path)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		a.fail(w, r, apiError(CodeMethodNotAllowed, "%s does not take %s; it takes %s.", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+	})
+	for _, op := range operations() {
+		r.Method(op.Method, op.Path, a.handler(op))
+	}
+	return r
+}
+
+// allowedMethods lists the methods the operations take at a /v1 path.
+func allowedMethods(path string) []string {
+	rel := strings.TrimPrefix(path, "/v1")
+	var out []string
+	for _, op := range operations() {
+		if matchPattern(op.Path, rel) {
+			out = append(out, op.Method)
+		}
+	}
+	return out
+}
+
+// matchPattern reports whether a path matches a chi pattern made of literal and {param}
+// segments.
+func matchPattern(pattern, path string) bool {
+	ps, xs := strings.Split(strings.Trim(pattern, "/"), "/"), strings.Split(strings.Trim(path, "/"), "/")
+	if len(ps) != len(xs) {
+		return false
+	}
+	for i, p := range ps {
+		if !strings.HasPrefix(p, "{") && p != xs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fail writes err as a problem document.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; nobody reads the answer
+	}
+	var pe *problem.Error
+	if !errors.As(err, &pe) && errors.Is(err, store.ErrInvalid) {
+		// The schemas catch what the store refuses; this is the net under them.
+		err = &problem.Error{Status: 422, Code: CodeValidationFailed, Detail: "The request does not fit: " + strings.TrimPrefix(err.Error(), "store: "), Cause: err}
+	}
+	problem.Write(w, r, a.Log, err)
+}
+
+// respond writes v as the JSON answer.
+func respond(w http.ResponseWriter, status int, v any) {
+	b, err := encodeJSON(v)
+	if err != nil {
+		http.Error(w, "encode answer", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// encodeJSON renders v as compact JSON with a final newline, without HTML escaping.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// change runs fn in a store transaction and answers what it returns. The audit events fn
+// records, the change itself and, for a request with an Idempotency-Key, the stored answer all
+// commit together or not at all.
+func (a *API) change(w http.ResponseWriter, r *http.Request, fn func(tx *store.Tx, au *auditor) (int, any, error)) error {
+	ctx := r.Context()
+	c := callFrom(ctx)
+	var ans *answer
+	err := a.Store.Tx(ctx, func(tx *store.Tx) error {
+		au := &auditor{api: a, r: r, tx: tx}
+		status, v, err := fn(tx, au)
+		if err != nil {
+			return err
+		}
+		body, err := encodeJSON(v)
+		if err != nil {
+			return err
+		}
+		ans = &answer{status: status, header: map[string]string{"Content-Type": "application/json"}, body: body}
+		if au.location != "" {
+			ans.header["Location"] = au.location
+		}
+		return a.saveIdempotency(ctx, tx, c, ans)
+	})
+	if errors.Is(err, errIdemRace) {
+		// Another node finished the same request first (its lock had expired): answer as it did.
+		if done, rerr := a.replay(w, r, c, c.idem); done || rerr != nil {
+			return rerr
+		}
+		return apiError(CodeIdempotencyInUse, "A request with this Idempotency-Key is still being processed; retry when it has finished.")
+	}
+	if err != nil {
+		return err
+	}
+	for k, v := range ans.header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(ans.status)
+	_, _ = w.Write(ans.body)
+	return nil
+}
+
+// auditor records the audit events of one change, in its transaction.
+type auditor struct {
+	api      *API
+	r        *http.Request
+	tx       *store.Tx
+	location string // the Location of a created object
+}
+
+// record writes one audit event: the key that acted (id and live/test), the action, the object
+// and the request id.
+func (au *auditor) record(action, objectType, objectID string, project store.ProjectID, data any) error {
+	ctx := au.r.Context()
+	p := PrincipalFrom(ctx)
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("audit data: %w", err)
+	}
+	if data == nil {
+		raw = nil
+	}
+	return au.tx.InsertAudit(ctx, store.AuditEvent{
+		OrgID: p.Org.ID, ProjectID: project, ActorType: store.ActorAPIKey, ActorID: string(p.Key.ID), ActorMode: p.Key.Mode,
+		Action: action, ObjectType: objectType, ObjectID: objectID, RequestID: problem.RequestID(ctx), Data: raw,
+	})
+}

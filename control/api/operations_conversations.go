@@ -1,0 +1,294 @@
+package api
+
+import (
+	"net/http"
+)
+
+// Tag descriptions of the document: what a conversation is and how it moves.
+const (
+	callsTagDoc = "Phone calls placed now (POST /v1/calls) or later (POST /v1/scheduled-calls), and browser voice calls (POST /v1/web-calls). " +
+		"A call made with a test key rings nobody: it runs against a simulated callee (the engine with the fake providers, in text, with no audio) and goes through the real statuses, transcript, steering and events. " +
+		"A scheduled call is scheduled, then dialing once a worker takes it, then placed (conversation_id names its conversation) or failed (failure_code and failure_reason say why, with the code a call placed now would get); a waiting call can be cancelled. " +
+		"The request is checked when sent and again when it is dialled (do-not-call list, published agent, credit, frozen project)."
+	chatsTagDoc = "Text chats started through the API. One message at a time: while the agent answers, another message gets 409 agent_busy. " +
+		"A reply can stream as server-sent events (stream: true, or Accept: text/event-stream): events delta {text}, then done (the ChatTurn) or error {code, detail}; each delta is flushed as the model writes it. " +
+		"Pictures are uploaded first (POST /v1/attachments) and sent by id."
+	conversationsTagDoc = "Every conversation, by voice or text. Statuses move forward only: pending (created; a call not ringing yet) → ringing (a phone call ringing; browser calls and chats skip it) → in_progress (answered; a chat is in progress from its start) → ended. " +
+		"A call can also go from pending or ringing straight to ended (not answered). An ended conversation carries end_reason, an open set: completed, caller_hung_up, agent_ended, no_answer, busy, invalid_number, voicemail, transferred, media_timeout, network_lost, provider_error, failed, silence_timeout, max_duration, ended_by_api. " +
+		"A key sees the conversations of its own mode (live or test) in the projects it reaches. " +
+		"Live steering (notes, say, transfer, end) answers 202 with a command that GET …/commands/{command_id} follows to done or failed; commands travel over the bus to the node that runs the call."
+)
+
+// conversationOperations are the operations of calls, chats and conversations.
+func conversationOperations() []*operation {
+	convID := param{Name: "conversation_id", In: "path", Type: "string", Format: "uuid", Description: "The conversation."}
+	schedID := param{Name: "scheduled_call_id", In: "path", Type: "string", Format: "uuid", Description: "The scheduled call."}
+	startCodes := []string{CodeAgentNotFound, CodeAgentNotPublished, CodeChannelDisabled, CodeProjectFrozen, CodeCreditExhausted}
+	steerCodes := []string{CodeConversationNotFound, CodeConversationEnded, CodeConversationNotLive, CodeProjectFrozen, CodeUpstreamUnreachable}
+	return []*operation{
+		{
+			ID: "createCall", Method: http.MethodPost, Path: "/calls", Tag: "Calls",
+			Summary: "Call a phone number with an outbound agent",
+			Description: "Answers 201 with the conversation, pending until the phone is answered. The same request with the same Idempotency-Key returns the same conversation and dials once. " +
+				"from_number or phone_number_id (never both) picks one of the agent's numbers; with neither, the agent's first. call_window refuses a call outside its hours with 422 outside_call_window, whose opens_at says when it opens. " +
+				"501 when no node runs the media role with a SIP trunk; 502 when the media node or the trunk cannot be reached; 429 too_many_calls when the organization has as many calls going as it may.",
+			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
+			Body:   "CallCreate",
+			Codes:  append(append([]string{}, startCodes...), CodeAgentNotOutbound, CodeNoNumberToCallFrom, CodeDoNotCall, CodeOutsideCallWindow, CodeTooManyCalls, CodePhoneUnavailable, CodeUpstreamUnreachable),
+			Status: http.StatusCreated, Response: "Conversation", Location: true,
+			Handle: (*API).createCall,
+		},
+		{
+			ID: "endConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/end", Tag: "Conversations",
+			Summary:     "End a live call or chat",
+			Description: "A call still dialling is cancelled; a call in progress is hung up; a chat is closed. Answers 202 with the end command, done once the conversation has ended (reason ended_by_api).",
+			Permission:  "calls:write", Changes: true,
+			Params: []param{convID},
+			Codes:  steerCodes,
+			Status: http.StatusAccepted, Response: "ConversationCommand",
+			Handle: (*API).endConversation,
+		},
+		{
+			ID: "listScheduledCalls", Method: http.MethodGet, Path: "/scheduled-calls", Tag: "Calls",
+			Summary:    "List scheduled calls, newest first",
+			Permission: "conversations:read",
+			Params: []param{
+				{Name: "agent_id", In: "query", Type: "string", Format: "uuid", Description: "Only this agent's calls."},
+				{Name: "status", In: "query", Type: "string", Enum: []string{"scheduled", "dialing", "placed", "failed", "cancelled"}},
+			},
+			List:   true,
+			Status: http.StatusOK, Response: "ScheduledCallList",
+			Handle: (*API).listScheduledCalls,
+		},
+		{
+			ID: "createScheduledCall", Method: http.MethodPost, Path: "/scheduled-calls", Tag: "Calls",
+			Summary: "Schedule a call",
+			Description: "The body of POST /v1/calls plus dial_at, the earliest the call may be placed (now when omitted or past; at most 30 days ahead). With a call_window the call goes at the window's first opening at or after dial_at (due_at). " +
+				"The request is checked now and again when a worker dials it.",
+			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
+			Body:   "ScheduledCallCreate",
+			Codes:  append(append([]string{}, startCodes...), CodeAgentNotOutbound, CodeNoNumberToCallFrom, CodeDoNotCall, CodePhoneUnavailable),
+			Status: http.StatusCreated, Response: "ScheduledCall", Location: true,
+			Handle: (*API).createScheduledCall,
+		},
+		{
+			ID: "getScheduledCall", Method: http.MethodGet, Path: "/scheduled-calls/{scheduled_call_id}", Tag: "Calls",
+			Summary:    "Get a scheduled call",
+			Permission: "conversations:read",
+			Params:     []param{schedID},
+			Codes:      []string{CodeScheduledCallNotFound},
+			Status:     http.StatusOK, Response: "ScheduledCall",
+			Handle: (*API).getScheduledCall,
+		},
+		{
+			ID: "cancelScheduledCall", Method: http.MethodDelete, Path: "/scheduled-calls/{scheduled_call_id}", Tag: "Calls",
+			Summary:     "Cancel a scheduled call that is still waiting",
+			Description: "409 scheduled_call_not_cancellable once a worker is dialling it, or it was placed, failed or cancelled.",
+			Permission:  "calls:write", Changes: true,
+			Params: []param{schedID},
+			Codes:  []string{CodeScheduledCallNotFound, CodeScheduledNotCancelable, CodeProjectFrozen},
+			Status: http.StatusOK, Response: "ScheduledCall",
+			Handle: (*API).cancelScheduledCall,
+		},
+		{
+			ID: "uploadAttachment", Method: http.MethodPost, Path: "/attachments", Tag: "Chats",
+			Summary: "Upload a picture to send in a chat message",
+			Description: "multipart/form-data with one part named file: a PNG, JPEG, WebP or GIF picture (the type is read from the content) of at most 5 MB. " +
+				"Send its id in attachment_ids; it then belongs to that conversation and is deleted with it. A picture no message used is removed after a day.",
+			Permission: "attachments:write", Changes: true, Multipart: true, MaxBody: MaxUploadBytes,
+			Body:   "AttachmentUpload",
+			Codes:  []string{CodeUnsupportedImage},
+			Status: http.StatusCreated, Response: "Attachment",
+			Handle: (*API).uploadAttachment,
+		},
+		{
+			ID: "createChat", Method: http.MethodPost, Path: "/chats", Tag: "Chats",
+			Summary:     "Start a chat with an agent",
+			Description: "The agent must be published and take the chat channel. Answers 201 with the conversation (in progress) and its transcript so far: the agent's first message, when it has one. A test key chats with the fake providers (the agent answers \"You said: …\").",
+			Permission:  "chats:write", Changes: true, Idempotency: idemOptional,
+			Body:   "ChatCreate",
+			Codes:  append(append([]string{}, startCodes...), CodeProviderUnavailable),
+			Status: http.StatusCreated, Response: "ConversationWithTranscript", Location: true,
+			Handle: (*API).createChat,
+		},
+		{
+			ID: "sendMessage", Method: http.MethodPost, Path: "/conversations/{conversation_id}/messages", Tag: "Chats",
+			Summary:     "Send the next message of a chat and get the agent's reply",
+			Description: "One message at a time. With an Idempotency-Key the same message again returns the reply it already got (as a stream of one done event when a stream is asked for).",
+			Permission:  "chats:write", Changes: true, Idempotency: idemOptional,
+			Body:   "MessageCreate",
+			Params: []param{convID},
+			Stream: true, StreamDoc: "With stream: true or Accept: text/event-stream the answer is text/event-stream: event delta (data {\"text\": …}, a piece of the reply, flushed as the model writes it), then event done (data: the ChatTurn) or event error (data {\"code\", \"detail\"}).",
+			Replay: replayMessage,
+			Codes:  []string{CodeConversationNotFound, CodeCreditExhausted, CodeConversationEnded, CodeChatLengthReached, CodeAgentBusy, CodeNotAChat, CodeProviderUnavailable},
+			Status: http.StatusOK, Response: "ChatTurn",
+			Handle: (*API).sendMessage,
+		},
+		{
+			ID: "createWebCall", Method: http.MethodPost, Path: "/web-calls", Tag: "Calls",
+			Summary: "Start a browser voice call",
+			Description: "Called from your server (a live key). The page joins with url and token; the token joins this one call and lasts 15 minutes. " +
+				"The conversation is pending until the page joins, then in progress; it ends no_answer when nobody joins in time. A retry with the same Idempotency-Key returns the same call.",
+			Permission: "calls:write", LiveOnly: true, Changes: true, Idempotency: idemOptional,
+			Body:   "WebCallCreate",
+			Codes:  append(append([]string{}, startCodes...), CodeTooManyCalls, CodeDailyLimit, CodeVoiceUnavailable, CodeUpstreamUnreachable),
+			Status: http.StatusCreated, Response: "WebCall",
+			Handle: (*API).createWebCall,
+		},
+		{
+			ID: "listConversations", Method: http.MethodGet, Path: "/conversations", Tag: "Conversations",
+			Summary:    "List conversations, newest first",
+			Permission: "conversations:read",
+			Params: []param{
+				{Name: "project_id", In: "query", Type: "string", Format: "uuid", Description: "Only this project's conversations; 404 when the key reaches no such project."},
+				{Name: "agent_id", In: "query", Type: "string", Format: "uuid"},
+				{Name: "status", In: "query", Type: "string", Enum: []string{"pending", "ringing", "in_progress", "ended"}},
+				{Name: "channel", In: "query", Type: "string", Enum: []string{"phone", "voice", "chat", "whatsapp"}},
+				{Name: "direction", In: "query", Type: "string", Enum: []string{"inbound", "outbound"}},
+				{Name: "external_id", In: "query", Type: "string"},
+				{Name: "created_after", In: "query", Type: "string", Format: "date-time", Description: "Only conversations created at or after this moment."},
+				{Name: "created_before", In: "query", Type: "string", Format: "date-time", Description: "Only conversations created before this moment."},
+			},
+			List:   true,
+			Codes:  []string{CodeProjectNotFound},
+			Status: http.StatusOK, Response: "ConversationList",
+			Handle: (*API).listConversations,
+		},
+		{
+			ID: "listDeletedConversations", Method: http.MethodGet, Path: "/conversations/deleted", Tag: "Conversations",
+			Summary:    "List deleted conversations, newest first",
+			Permission: "conversations:read",
+			Params: []param{
+				{Name: "project_id", In: "query", Type: "string", Format: "uuid"},
+				{Name: "agent_id", In: "query", Type: "string", Format: "uuid"},
+			},
+			List:   true,
+			Codes:  []string{CodeProjectNotFound},
+			Status: http.StatusOK, Response: "DeletedConversationList",
+			Handle: (*API).listDeletedConversations,
+		},
+		{
+			ID: "getConversation", Method: http.MethodGet, Path: "/conversations/{conversation_id}", Tag: "Conversations",
+			Summary:     "Get a conversation, with its transcript and cost when asked",
+			Description: "include=transcript (needs transcripts:read as well) adds the transcript; include=cost (needs billing:read as well) adds the cost. The answer carries the status, end reason, timings, per-turn latency metrics, metadata, variables and agent_version.",
+			Permission:  "conversations:read",
+			Params: []param{convID, {Name: "include", In: "query", Type: "string", Enum: []string{"transcript", "cost"}, Array: true,
+				Description: "Repeatable: transcript, cost."}},
+			Codes:  []string{CodeConversationNotFound},
+			Status: http.StatusOK, Response: "ConversationWithTranscript",
+			Handle: (*API).getConversation,
+		},
+		{
+			ID: "deleteConversation", Method: http.MethodDelete, Path: "/conversations/{conversation_id}", Tag: "Conversations",
+			Summary: "Delete a conversation with its transcript, recording and pictures",
+			Description: "Cannot be undone. A call still in progress is refused (409 call_in_progress); an open chat is charged for what it used, closed, then deleted (409 agent_busy while the agent answers a message). " +
+				"The conversation is then listed under GET /v1/conversations/deleted and the event conversation.deleted is recorded.",
+			Permission: "conversations:delete", Changes: true,
+			Params: []param{convID},
+			Codes:  []string{CodeConversationNotFound, CodeCallInProgress, CodeAgentBusy, CodeProjectFrozen},
+			Status: http.StatusOK, Response: "Deleted",
+			Handle: (*API).deleteConversation,
+		},
+		{
+			ID: "getRecording", Method: http.MethodGet, Path: "/conversations/{conversation_id}/recording", Tag: "Conversations",
+			Summary:     "Download the recording of a voice conversation",
+			Description: "audio/wav, stereo: the caller on the left, the agent on the right. Takes a Range header (one range) and answers 206 with Content-Range. 404 recording_not_found for a chat, a test call, or a call not answered.",
+			Permission:  "conversations:read",
+			Params:      []param{convID},
+			Binary:      "audio/wav",
+			Codes:       []string{CodeConversationNotFound, CodeRecordingNotFound, CodeRangeNotSatisfiable},
+			Status:      http.StatusOK, Response: "Conversation",
+			Handle: (*API).getRecording,
+		},
+		{
+			ID: "getTranscript", Method: http.MethodGet, Path: "/conversations/{conversation_id}/transcript", Tag: "Conversations",
+			Summary:    "Get a conversation's transcript",
+			Permission: "transcripts:read",
+			Params:     []param{convID},
+			Codes:      []string{CodeConversationNotFound},
+			Status:     http.StatusOK, Response: "Transcript",
+			Handle: (*API).getTranscript,
+		},
+		{
+			ID: "getConversationCommand", Method: http.MethodGet, Path: "/conversations/{conversation_id}/commands/{command_id}", Tag: "Conversations",
+			Summary:    "Follow a steering command to done or failed",
+			Permission: "conversations:read",
+			Params:     []param{convID, {Name: "command_id", In: "path", Type: "string", Format: "uuid", Description: "The command."}},
+			Codes:      []string{CodeConversationNotFound, CodeCommandNotFound},
+			Status:     http.StatusOK, Response: "ConversationCommand",
+			Handle: (*API).getConversationCommand,
+		},
+		{
+			ID: "getLiveTranscript", Method: http.MethodGet, Path: "/conversations/{conversation_id}/live", Tag: "Conversations",
+			Summary: "Long-poll the live transcript of a call",
+			Description: "Answers as soon as there is a line with seq greater than after (up to 100 lines), or after wait seconds with none. Send next_after back as after and ask again until ended is true. " +
+				"No line is ever skipped or repeated, whichever node runs the call: lines are read from the store in seq order. after is 0 (the default, every line) to 9007199254740991; wait is 0 (answer at once, the default) to 30 seconds; " +
+				"a value out of range gets 422 invalid_parameter. Lines are kept here for one day after the call ends; afterwards this answers no lines with ended true, and GET …/transcript has them all. A chat has no live transcript (409).",
+			Permission: "transcripts:read",
+			Params: []param{convID,
+				{Name: "after", In: "query", Type: "integer", Min: 0, Max: 1<<53 - 1, Default: 0, Description: "The last seq already read (0: none)."},
+				{Name: "wait", In: "query", Type: "integer", Min: 0, Max: liveMaxWait, Default: 0, Description: "Seconds to wait for a line, 0 to 30."},
+			},
+			Codes:  []string{CodeConversationNotFound, CodeNoLiveTranscript},
+			Status: http.StatusOK, Response: "LiveTranscript",
+			Handle: (*API).getLiveTranscript,
+		},
+		{
+			ID: "addConversationNote", Method: http.MethodPost, Path: "/conversations/{conversation_id}/notes", Tag: "Conversations",
+			Summary:     "Add a note to a live conversation",
+			Description: "A note is a transcript line (role note). With visible_to_agent the agent reads it as guidance from a supervisor (the caller never hears it). Answers 202 with the command.",
+			Permission:  "calls:write", Changes: true,
+			Body:   "NoteCreate",
+			Params: []param{convID},
+			Codes:  steerCodes,
+			Status: http.StatusAccepted, Response: "ConversationCommand",
+			Handle: (*API).addConversationNote,
+		},
+		{
+			ID: "sayInConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/say", Tag: "Conversations",
+			Summary:     "Make the agent say a text in a live conversation",
+			Description: "Spoken after what the agent is saying, or at once with interrupt. The command is done once the text has been said (failed, with the reason, if the caller interrupted it or the call ended). Answers 202 with the command.",
+			Permission:  "calls:write", Changes: true,
+			Body:   "SayCreate",
+			Params: []param{convID},
+			Codes:  steerCodes,
+			Status: http.StatusAccepted, Response: "ConversationCommand",
+			Handle: (*API).sayInConversation,
+		},
+		{
+			ID: "transferConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/transfer", Tag: "Conversations",
+			Summary: "Transfer a live call to a number or SIP address",
+			Description: "cold: a blind transfer (SIP REFER); warm: the agent briefs a human on a second leg with summary, then bridges the caller. The command is done when the transfer succeeded (the conversation then ends as transferred) or failed with the reason (the agent carries on). " +
+				"A test call is transferred at once. A chat cannot be transferred (409 not_transferable). Answers 202 with the command.",
+			Permission: "calls:write", Changes: true,
+			Body:   "TransferCreate",
+			Params: []param{convID},
+			Codes:  append(append([]string{}, steerCodes...), CodeNotTransferable),
+			Status: http.StatusAccepted, Response: "ConversationCommand",
+			Handle: (*API).transferConversation,
+		},
+		{
+			ID: "createTestInboundCall", Method: http.MethodPost, Path: "/test/inbound-calls", Tag: "Testing",
+			Summary: "Simulate an inbound phone call to an inbound agent, with no carrier",
+			Description: "Name the agent (agent_id) or the number called (to_number); lines are what the caller says, one per turn. The call runs end to end through the engine with the fake providers, in text: its statuses, transcript, steering and events are the real ones. " +
+				"It is always a test-mode conversation (found with a test key), and costs nothing.",
+			Permission: "calls:write", Changes: true,
+			Body:   "TestInboundCallCreate",
+			Codes:  []string{CodeAgentNotFound, CodePhoneNumberNotFound, CodeAgentNotInbound, CodeAgentNotPublished, CodeChannelDisabled, CodeProjectFrozen, CodeTooManyCalls},
+			Status: http.StatusCreated, Response: "Conversation", Location: true,
+			Handle: (*API).createTestInboundCall,
+		},
+		{
+			ID: "listenConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/listen", Tag: "Conversations",
+			Summary: "Listen to (or take over) a live voice call from a browser",
+			Description: "An extension of Parley. mode listen hears both sides; takeover lets a person speak instead of the agent. Answers 201 with a url and a single-use token (15 minutes) for the page. " +
+				"409 no_audio for a chat or a test call, conversation_not_live before the call is answered.",
+			Permission: "calls:listen", Changes: true, Extension: true,
+			Body: "ListenCreate", BodyOptional: true,
+			Params: []param{convID},
+			Codes:  []string{CodeConversationNotFound, CodeConversationEnded, CodeConversationNotLive, CodeNoAudio, CodeVoiceUnavailable, CodeUpstreamUnreachable},
+			Status: http.StatusCreated, Response: "Listener",
+			Handle: (*API).listenConversation,
+		},
+	}
+}

@@ -1,0 +1,127 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, rest, err := Parse("parley serve", ScopeServe, nil, env(nil), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8080" || c.DataDir != "./data" || c.SIPAddr != ":5060" || c.RTPPorts != (PortRange{10000, 20000}) {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if !c.Roles.Has(RoleAPI) || !c.Roles.Has(RoleMedia) || !c.Roles.Has(RoleWorker) || c.Roles.String() != "api,media,worker" {
+		t.Fatalf("roles: %v", c.Roles)
+	}
+	if c.BaseURL != "http://localhost:8080" || !c.UsesSQLite() || len(rest) != 0 {
+		t.Fatalf("base url %q sqlite %v rest %v", c.BaseURL, c.UsesSQLite(), rest)
+	}
+}
+
+func TestFlagBeatsEnvBeatsDefault(t *testing.T) {
+	e := env(map[string]string{"PARLEY_HTTP_ADDR": ":9000", "PARLEY_ROLES": "api", "PARLEY_DATABASE_URL": "postgres://u@h/db"})
+	c, _, err := Parse("parley serve", ScopeServe, []string{"--http-addr", "127.0.0.1:9100"}, e, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:9100" {
+		t.Errorf("flag should win: %q", c.HTTPAddr)
+	}
+	if c.Roles.String() != "api" || c.UsesSQLite() {
+		t.Errorf("env not applied: roles %v db %q", c.Roles, c.DatabaseURL)
+	}
+}
+
+func TestBadSettingNamesItself(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{map[string]string{"PARLEY_RTP_PORTS": "abc"}, nil, "PARLEY_RTP_PORTS"},
+		{nil, []string{"--rtp-ports", "20000-10000"}, "--rtp-ports"},
+		{map[string]string{"PARLEY_ROLES": "api,cook"}, nil, "PARLEY_ROLES"},
+		{map[string]string{"PARLEY_DATABASE_URL": "mysql://x"}, nil, "PARLEY_DATABASE_URL"},
+		{map[string]string{"PARLEY_REDIS_URL": "http://x"}, nil, "PARLEY_REDIS_URL"},
+		{map[string]string{"PARLEY_PUBLIC_IP": "not-an-ip"}, nil, "PARLEY_PUBLIC_IP"},
+		{map[string]string{"PARLEY_MASTER_KEY": "short"}, nil, "PARLEY_MASTER_KEY"},
+		{map[string]string{"PARLEY_LOG_LEVEL": "loud"}, nil, "PARLEY_LOG_LEVEL"},
+		{map[string]string{"PARLEY_HTTP_ADDR": "8080"}, nil, "PARLEY_HTTP_ADDR"},
+		{map[string]string{"PARLEY_WEBRTC_UDP_PORT": "70000"}, nil, "PARLEY_WEBRTC_UDP_PORT"},
+		{map[string]string{"PARLEY_BASE_URL": "ftp://x"}, nil, "PARLEY_BASE_URL"},
+		{map[string]string{"PARLEY_SIP_TLS_CERT": "/c.pem"}, nil, "PARLEY_SIP_TLS"},
+	}
+	for _, tc := range cases {
+		_, _, err := Parse("parley serve", ScopeServe, tc.args, env(tc.env), nil, nil)
+		if err == nil {
+			t.Errorf("%v %v: no error", tc.env, tc.args)
+			continue
+		}
+		var ce *Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v %v: error %q should be one line naming %s", tc.env, tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestHelpListsEverySettingWithDefault(t *testing.T) {
+	var buf bytes.Buffer
+	_, _, err := Parse("parley serve", ScopeServe, []string{"--help"}, env(nil), &buf, nil)
+	if !errors.Is(err, ErrHelp) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, s := range settings() {
+		if !strings.Contains(buf.String(), "--"+s.flag) || !strings.Contains(buf.String(), s.env) {
+			t.Errorf("help lacks %s / %s", s.flag, s.env)
+		}
+	}
+	if !strings.Contains(buf.String(), "default 10000-20000") {
+		t.Errorf("help lacks defaults:\n%s", buf.String())
+	}
+}
+
+func TestStoreScopeOmitsServeSettings(t *testing.T) {
+	_, _, err := Parse("parley migrate", ScopeStore, []string{"--http-addr", ":1"}, env(nil), nil, nil)
+	if err == nil {
+		t.Fatal("migrate should not take --http-addr")
+	}
+	c, _, err := Parse("parley migrate", ScopeStore, []string{"--data-dir", "/tmp/x"}, env(nil), nil, nil)
+	if err != nil || c.DataDir != "/tmp/x" {
+		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+func TestReferenceTable(t *testing.T) {
+	ref := Reference()
+	if !strings.Contains(ref, "`PARLEY_WEBRTC_UDP_PORT`") || strings.Count(ref, "\n") != len(settings())+2 {
+		t.Fatalf("reference table:\n%s", ref)
+	}
+}
+
+func TestInterleavedPositionals(t *testing.T) {
+	var asJSON bool
+	extra := func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") }
+	_, rest, err := Parse("parley admin orgs freeze", ScopeStore, []string{"abc", "--json", "--data-dir", "/x", "def"}, env(nil), nil, extra)
+	if err != nil || !asJSON || len(rest) != 2 || rest[0] != "abc" || rest[1] != "def" {
+		t.Fatalf("rest=%v json=%v err=%v", rest, asJSON, err)
+	}
+}
+
+func TestBoolSettingAsBareFlag(t *testing.T) {
+	c, _, err := Parse("parley serve", ScopeServe, []string{"--pprof"}, env(nil), nil, nil)
+	if err != nil || !c.Pprof {
+		t.Fatalf("--pprof: %v %v", err, c)
+	}
+	c, _, err = Parse("parley serve", ScopeServe, nil, env(map[string]string{"PARLEY_PPROF": "true"}), nil, nil)
+	if err != nil || !c.Pprof {
+		t.Fatalf("PARLEY_PPROF: %v", err)
+	}
+}

@@ -1,0 +1,205 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/secrets"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/sip"
+	"github.com/parley-voice/parley/webrtc"
+)
+
+// mediaServices are what a node with the media role runs: the SIP trunk endpoint and the
+// WebRTC service for browser calls and listen-ins.
+type mediaServices struct {
+	sip    *sip.Server
+	webrtc *webrtc.Service
+	trunks *storeTrunks
+	router sip.Router // set once the runtime exists
+	mu     sync.RWMutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startMedia opens the SIP listeners and the WebRTC UDP port of a media node. Inbound calls
+// are routed by the conversation runtime once it exists (until then they are refused 503).
+func (n *Node) startMedia(masterKey []byte) error {
+	if !n.cfg.Roles.Has(config.RoleMedia) {
+		return nil
+	}
+	m := &mediaServices{trunks: &storeTrunks{st: n.Store, box: n.Box}, done: make(chan struct{})}
+	svc, err := webrtc.NewService(webrtc.Options{
+		BaseURL: n.cfg.BaseURL, UDPPort: n.cfg.WebRTCUDPPort, PublicIP: n.cfg.PublicIP,
+		Secret: webrtc.DeriveSecret(masterKey), Log: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("webrtc on UDP port %d (PARLEY_WEBRTC_UDP_PORT): %w", n.cfg.WebRTCUDPPort, err)
+	}
+	m.webrtc = svc
+	var pub netip.Addr
+	if n.cfg.PublicIP != "" {
+		pub, _ = netip.ParseAddr(n.cfg.PublicIP)
+	}
+	srv, err := sip.New(sip.Options{
+		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
+		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
+		Router: sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
+	})
+	if err != nil {
+		svc.Close()
+		return fmt.Errorf("sip on %s (PARLEY_SIP_ADDR): %w", n.cfg.SIPAddr, err)
+	}
+	m.sip = srv
+	n.media = m
+	return nil
+}
+
+// inbound routes an INVITE through the runtime's router.
+func (m *mediaServices) inbound(ctx context.Context, c sip.InboundCall) (sip.Plan, error) {
+	m.mu.RLock()
+	r := m.router
+	m.mu.RUnlock()
+	if r == nil {
+		return sip.Plan{}, sip.RefuseOverLimit(5 * time.Second)
+	}
+	return r.Inbound(ctx, c)
+}
+
+func (m *mediaServices) setRouter(r sip.Router) {
+	m.mu.Lock()
+	m.router = r
+	m.mu.Unlock()
+}
+
+// run serves SIP until stop.
+func (m *mediaServices) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() {
+		defer close(m.done)
+		_ = m.sip.Run(ctx)
+	}()
+}
+
+// drain refuses new calls (503) and lets calls in progress finish until ctx ends.
+func (m *mediaServices) drain(ctx context.Context) {
+	if m == nil {
+		return
+	}
+	_ = m.sip.Drain(ctx)
+}
+
+func (m *mediaServices) close() {
+	if m == nil {
+		return
+	}
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+	}
+	m.sip.Close()
+	m.webrtc.Close()
+}
+
+// storeTrunks serves the store's trunks to the SIP server. It reads them again every few
+// seconds, so a trunk added with `parley admin trunks add` works without a restart.
+type storeTrunks struct {
+	st  *store.Store
+	box *secrets.Box
+
+	mu     sync.Mutex
+	cached []sip.Trunk
+	at     time.Time
+}
+
+const trunkRefresh = 5 * time.Second
+
+func (s *storeTrunks) load(ctx context.Context) ([]sip.Trunk, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached != nil && time.Since(s.at) < trunkRefresh {
+		return s.cached, nil
+	}
+	rows, err := s.st.ListTrunks(ctx)
+	if err != nil {
+		if s.cached != nil {
+			return s.cached, nil // a store hiccup keeps the last good list
+		}
+		return nil, err
+	}
+	out := make([]sip.Trunk, 0, len(rows))
+	for _, t := range rows {
+		st, err := toSIPTrunk(t, s.box)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	s.cached, s.at = out, time.Now()
+	return out, nil
+}
+
+func toSIPTrunk(t store.Trunk, box *secrets.Box) (sip.Trunk, error) {
+	pw, err := t.Password(box)
+	if err != nil {
+		return sip.Trunk{}, err
+	}
+	tr, err := sip.ParseTransport(t.Transport)
+	if err != nil {
+		return sip.Trunk{}, err
+	}
+	var prefixes []netip.Prefix
+	for _, src := range t.AllowedSources {
+		p, err := netip.ParsePrefix(src)
+		if err != nil {
+			a, aerr := netip.ParseAddr(src)
+			if aerr != nil {
+				return sip.Trunk{}, fmt.Errorf("trunk %s: allowed source %q: %w", t.Name, src, err)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		prefixes = append(prefixes, p)
+	}
+	return sip.Trunk{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: tr, Username: t.Username, Password: pw,
+		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain}, nil
+}
+
+// MatchSource implements sip.TrunkSource.
+func (s *storeTrunks) MatchSource(ctx context.Context, src netip.Addr) (sip.Trunk, error) {
+	ts, err := s.load(ctx)
+	if err != nil {
+		return sip.Trunk{}, err
+	}
+	for _, t := range ts {
+		if t.Allows(src) {
+			return t, nil
+		}
+	}
+	return sip.Trunk{}, fmt.Errorf("%w for source %s", sip.ErrUnknownTrunk, src)
+}
+
+// Lookup finds a trunk by name; "" names the first trunk (the default).
+func (s *storeTrunks) Lookup(name string) (sip.Trunk, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ts, err := s.load(ctx)
+	if err != nil {
+		return sip.Trunk{}, err
+	}
+	for _, t := range ts {
+		if name == "" || t.Name == name {
+			return t, nil
+		}
+	}
+	if name == "" {
+		return sip.Trunk{}, errors.New("no SIP trunk is configured (parley admin trunks add)")
+	}
+	return sip.Trunk{}, fmt.Errorf("%w: %q", sip.ErrUnknownTrunk, name)
+}

@@ -1,0 +1,373 @@
+// Package control is the control plane of a parley node: it assembles the store, the bus, the
+// cluster registry and the HTTP server (health, metrics and the /v1 API), runs them, and drains
+// them on stop.
+//
+// It must never sit on the media path: calls are carried by the media packages, and control only
+// steers them through the store and the bus.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/parley-voice/parley/control/api"
+	"github.com/parley-voice/parley/control/bus"
+	"github.com/parley-voice/parley/control/cluster"
+	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/secrets"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/sip"
+)
+
+// Node is one running parley process.
+type Node struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	out      io.Writer
+	Store    *store.Store
+	Bus      bus.Bus
+	Box      *secrets.Box
+	registry *cluster.Registry
+	metrics  *metrics
+	handler  http.Handler
+	draining atomic.Bool
+	api      *api.API
+	conv     *conversations // the conversation runtime and its workers
+	media    *mediaServices // SIP and WebRTC, with the media role
+
+	mu       sync.Mutex
+	ln       net.Listener
+	ready    chan struct{}
+	closeErr error
+	closed   sync.Once
+}
+
+// NewNode opens the store (applying migrations), the bus and the master key. On a store with no
+// organization it bootstraps one and prints its keys once to out.
+func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.Writer) (*Node, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	key, created, err := secrets.LoadKey(cfg.MasterKey, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	if created {
+		log.Warn("generated a new master key; back it up or set PARLEY_MASTER_KEY", "file", cfg.DataDir+"/"+secrets.KeyFile)
+	}
+	box, err := secrets.NewBox(key)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenStore(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate store: %w", err)
+	}
+	if len(applied) > 0 {
+		log.Info("store migrated", "applied", applied, "engine", st.Dialect())
+	}
+	b, err := bus.Open(ctx, cfg.RedisURL, log)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	if cfg.NodeID == "" {
+		host, _ := os.Hostname()
+		cfg.NodeID = host + "-" + uuid.NewString()[:8]
+	}
+	n := &Node{cfg: cfg, log: log, out: out, Store: st, Bus: b, Box: box, metrics: newMetrics(), ready: make(chan struct{})}
+	n.registry = cluster.New(b, cluster.Options{NodeID: cfg.NodeID, Roles: cfg.Roles.String(), Logger: log})
+	if err := n.firstStart(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	// Own the HTTP listener from the start, so links (web-call URLs) name the real port even
+	// with --http-addr :0.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("listen on %s (PARLEY_HTTP_ADDR): %w", cfg.HTTPAddr, err)
+	}
+	n.ln = ln
+	if strings.HasSuffix(cfg.BaseURL, ":0") {
+		cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "0") + fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	}
+	if err := n.startMedia(key); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := n.startConversations(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if n.media != nil {
+		n.media.setRouter(n.conv.rt.SIPRouter(n.cfg.MaxCalls))
+	}
+	n.handler = n.routes()
+	return n, nil
+}
+
+// OpenStore opens the store named by the configuration (without migrating).
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
+	st, err := store.Open(ctx, store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
+}
+
+// firstStart bootstraps an empty store and prints, once, what a newcomer needs to call the API.
+func (n *Node) firstStart(ctx context.Context) error {
+	orgs, err := n.Store.ListOrgs(ctx)
+	if err != nil {
+		return fmt.Errorf("read organizations: %w", err)
+	}
+	if len(orgs) > 0 {
+		return nil
+	}
+	b, err := Bootstrap(ctx, n.Store)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	fmt.Fprintf(n.out, `
+Parley is set up. This is printed once, on the first start of an empty store:
+
+  organization  %s
+  project       %s  (Default)
+  live key      %s
+  test key      %s
+
+Try it:
+  curl -H "Authorization: Bearer %s" %s/v1/me
+
+`, b.OrganizationID, b.ProjectID, b.LiveKey, b.TestKey, b.LiveKey, n.cfg.BaseURL)
+	return nil
+}
+
+// BootstrapResult is what `parley admin bootstrap --json` prints.
+type BootstrapResult struct {
+	OrganizationID string `json:"organization_id"`
+	ProjectID      string `json:"project_id"`
+	LiveKey        string `json:"live_key"`
+	TestKey        string `json:"test_key"`
+}
+
+// Bootstrap ensures the Default organization and project and mints a fresh live and test key,
+// each with every permission and reaching all projects.
+func Bootstrap(ctx context.Context, st *store.Store) (BootstrapResult, error) {
+	org, proj, _, err := st.Bootstrap(ctx)
+	if err != nil {
+		return BootstrapResult{}, err
+	}
+	res := BootstrapResult{OrganizationID: string(org.ID), ProjectID: string(proj.ID)}
+	for _, test := range []bool{false, true} {
+		name := "bootstrap live key"
+		if test {
+			name = "bootstrap test key"
+		}
+		_, secret, err := st.CreateKey(ctx, store.NewKey{OrgID: org.ID, Name: name, Test: test, Scopes: api.Scopes, AllProjects: true})
+		if err != nil {
+			return BootstrapResult{}, err
+		}
+		if test {
+			res.TestKey = secret
+		} else {
+			res.LiveKey = secret
+		}
+	}
+	return res, nil
+}
+
+func (n *Node) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(requestID, accessLog(n.log, n.metrics), recoverer(n.log), bodyLimits(n.cfg.MaxBodyBytes))
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	r.Get("/readyz", n.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	if n.cfg.Pprof {
+		r.HandleFunc("/debug/pprof/*", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log,
+		KeyRatePerMin: n.cfg.KeyRatePerMin, OrgRatePerMin: n.cfg.OrgRatePerMin, BaseURL: n.cfg.BaseURL}
+	n.conversationAPI(a)
+	n.api = a // the worker role uses it too
+	if n.media != nil {
+		h := n.media.webrtc.Handler() // the browser client, join and listen pages, signalling
+		r.Handle("/client/*", h)
+		r.Handle("/call/*", h)
+		r.Handle("/listen/*", h)
+	}
+	if n.cfg.Roles.Has(config.RoleAPI) {
+		r.Mount("/v1", a.Routes())
+		r.Method(http.MethodGet, "/openapi.v1.json", a.OpenAPIHandler())
+	}
+	return r
+}
+
+// readyz answers 200 when the store and the bus answer and the node is not draining.
+func (n *Node) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"store": "ok", "bus": "ok"}
+	status := http.StatusOK
+	if err := n.Store.Ping(ctx); err != nil {
+		checks["store"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	if err := n.Bus.Ping(ctx); err != nil {
+		checks["bus"] = err.Error()
+		status = http.StatusServiceUnavailable
+	}
+	state := "ready"
+	if n.draining.Load() {
+		state = "draining"
+		status = http.StatusServiceUnavailable
+	} else if status != http.StatusOK {
+		state = "unavailable"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"status": state, "checks": checks,
+		"node": n.registry.Self(), "peers": n.registry.Peers(),
+	})
+}
+
+// Handler returns the node's HTTP handler (for tests).
+func (n *Node) Handler() http.Handler { return n.handler }
+
+// Addr returns the HTTP listener's address once Run has started listening.
+func (n *Node) Addr() net.Addr {
+	<-n.ready
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ln == nil {
+		return nil
+	}
+	return n.ln.Addr()
+}
+
+// Draining reports whether the node is draining.
+func (n *Node) Draining() bool { return n.draining.Load() }
+
+// Run serves until ctx is cancelled, then drains: it stops taking new work, reports not ready,
+// lets requests in progress finish until the drain deadline, and closes everything.
+func (n *Node) Run(ctx context.Context) error {
+	n.mu.Lock()
+	ln := n.ln
+	n.mu.Unlock()
+	close(n.ready)
+	if n.media != nil {
+		n.media.run()
+	}
+	if err := n.registry.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("cluster registry: %w", err)
+	}
+	n.runConversationWorkers(ctx, n.api)
+	srv := &http.Server{
+		Handler:           n.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	attrs := []any{"http", ln.Addr().String(), "roles", n.cfg.Roles.String(),
+		"store", n.Store.Dialect(), "bus", busKind(n.cfg.RedisURL), "node", n.cfg.NodeID, "base_url", n.cfg.BaseURL}
+	if n.media != nil {
+		attrs = append(attrs, "sip", n.media.sip.Addr(sip.UDP).String(), "webrtc_udp", n.media.webrtc.UDPAddr().String())
+	}
+	n.log.Info("parley serving", attrs...)
+
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+		n.Close()
+		return err
+	case <-ctx.Done():
+	}
+	n.draining.Store(true)
+	n.metrics.draining.Set(1)
+	n.log.Info("draining", "deadline", n.cfg.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), n.cfg.DrainTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); n.media.drain(dctx) }() // new INVITEs 503; calls finish until the deadline
+	err := srv.Shutdown(dctx)
+	wg.Wait()
+	if errors.Is(err, context.DeadlineExceeded) {
+		n.log.Warn("drain deadline passed; closing the remaining connections")
+		srv.Close()
+		err = nil
+	}
+	if cerr := n.Close(); err == nil {
+		err = cerr
+	}
+	n.log.Info("stopped")
+	return err
+}
+
+// Close releases the registry, the bus and the store. It is safe to call twice.
+func (n *Node) Close() error {
+	n.closed.Do(func() {
+		n.conv.close()
+		n.media.close()
+		n.mu.Lock()
+		if n.ln != nil {
+			n.ln.Close()
+		}
+		n.mu.Unlock()
+		if n.registry != nil {
+			n.registry.Close()
+		}
+		var errs []error
+		if n.Bus != nil {
+			errs = append(errs, n.Bus.Close())
+		}
+		if n.Store != nil {
+			errs = append(errs, n.Store.Close())
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func busKind(url string) string {
+	if url == "" {
+		return "in-process"
+	}
+	return "redis"
+}

@@ -1,0 +1,178 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/parley-voice/parley/control/config"
+)
+
+func testConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Parse("test", config.ScopeServe, []string{"--http-addr", "127.0.0.1:0", "--sip-addr", "127.0.0.1:0", "--webrtc-udp-port", "0", "--data-dir", t.TempDir(), "--drain-timeout", "5s", "--max-body-bytes", "2048"}, func(string) string { return "" }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestMiddlewareStack(t *testing.T) {
+	r := chi.NewRouter()
+	r.Use(requestID, accessLog(quietLog(), newMetrics()), recoverer(quietLog()), bodyLimit(16))
+	r.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("kaboom") })
+	r.Post("/echo", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.Write(b)
+	})
+
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest("GET", "/boom", nil))
+	var doc map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &doc)
+	rid := rec.Header().Get("X-Request-Id")
+	if rec.Code != 500 || doc["code"] != "internal_error" || doc["request_id"] != rid || rid == "" {
+		t.Fatalf("panic: %d %v (X-Request-Id %q)", rec.Code, doc, rid)
+	}
+	if strings.Contains(rec.Body.String(), "kaboom") {
+		t.Fatal("panic value leaked to the client")
+	}
+
+	req := httptest.NewRequest("POST", "/echo", strings.NewReader(strings.Repeat("x", 17)))
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != 413 {
+		t.Fatalf("over-limit body (declared length): %d", rec.Code)
+	}
+	req = httptest.NewRequest("POST", "/echo", io.MultiReader(strings.NewReader(strings.Repeat("y", 40))))
+	req.ContentLength = -1
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != 413 {
+		t.Fatalf("over-limit body (chunked): %d", rec.Code)
+	}
+	req = httptest.NewRequest("POST", "/echo", strings.NewReader("small"))
+	req.Header.Set("X-Request-Id", "client-chosen-id-123")
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != 200 || rec.Body.String() != "small" || rec.Header().Get("X-Request-Id") != "client-chosen-id-123" {
+		t.Fatalf("echo: %d %q id %q", rec.Code, rec.Body, rec.Header().Get("X-Request-Id"))
+	}
+	req = httptest.NewRequest("GET", "/boom", nil)
+	req.Header.Set("X-Request-Id", "bad id with spaces\n")
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if got := rec.Header().Get("X-Request-Id"); !strings.HasPrefix(got, "req_") {
+		t.Fatalf("unsafe client request id echoed: %q", got)
+	}
+}
+
+// Cancelling Run drains: the node reports draining (readyz 503), a request in progress finishes,
+// and Run returns nil.
+func TestNodeDrain(t *testing.T) {
+	var out bytes.Buffer
+	n, err := NewNode(context.Background(), testConfig(t), quietLog(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "sk_live_") || !strings.Contains(out.String(), "sk_test_") {
+		t.Fatalf("first start printed no keys: %q", out.String())
+	}
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	inner := n.handler
+	mux := chi.NewRouter()
+	mux.Get("/slow", func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "finished")
+	})
+	mux.Mount("/", inner)
+	n.handler = mux
+
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(ctx) }()
+	base := "http://" + n.Addr().String()
+
+	rec := httptest.NewRecorder()
+	n.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("readyz before drain: %d %s", rec.Code, rec.Body)
+	}
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(base + "/slow")
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-entered
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for !n.Draining() {
+		if time.Now().After(deadline) {
+			t.Fatal("node never started draining")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rec = httptest.NewRecorder()
+	n.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "draining") {
+		t.Fatalf("readyz while draining: %d %s", rec.Code, rec.Body)
+	}
+	select {
+	case err := <-runErr:
+		t.Fatalf("Run returned before the request finished: %v", err)
+	default:
+	}
+	close(release)
+	if s := <-got; s != "finished" {
+		t.Fatalf("request in progress during drain: %q", s)
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after drain")
+	}
+	if err := n.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	n, err := NewNode(context.Background(), testConfig(t), quietLog(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	h := n.Handler()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `parley_http_requests_total{method="GET",route="/healthz",status="200"} 1`) {
+		t.Fatalf("metrics: %d\n%s", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,302 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/session"
+)
+
+// gapWait is how long the persister holds a line while the one before it has not arrived (two
+// lines added at once by different goroutines of the engine can reach it out of order).
+const gapWait = 2 * time.Second
+
+// persister is the session.Sink of one conversation: it stores the transcript lines in seq
+// order, keeps the turn metrics, and records the end (status, reason, cost, the charge and the
+// conversation.ended event, in one transaction). The engine calls it from its own goroutines;
+// every method only queues and signals, and one goroutine of the persister does the writing,
+// retrying while the store cannot be reached.
+type persister struct {
+	rt   *Runtime
+	conv store.Conversation
+
+	mu        sync.Mutex
+	queue     []session.Line
+	next      int64 // the seq of the next line to store
+	gapSince  time.Time
+	turns     []session.TurnMetrics
+	endReason session.EndReason
+	cost      session.Cost
+	recording string
+	ending    bool
+	statuses  []statusChange // status moves not stored yet, in order
+
+	wake chan struct{}
+	done chan struct{} // closed once the end is stored
+}
+
+func newPersister(rt *Runtime, conv store.Conversation) *persister {
+	return &persister{rt: rt, conv: conv, next: conv.LastSeq + 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (p *persister) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// LineAdded implements session.Sink.
+func (p *persister) LineAdded(l session.Line) {
+	p.mu.Lock()
+	p.queue = append(p.queue, l)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// Interim implements session.Sink; interim words are not stored.
+func (p *persister) Interim(string) {}
+
+// StateChanged implements session.Sink.
+func (p *persister) StateChanged(session.State) {}
+
+// TurnCompleted implements session.Sink.
+func (p *persister) TurnCompleted(m session.TurnMetrics) {
+	p.mu.Lock()
+	p.turns = append(p.turns, m)
+	p.mu.Unlock()
+}
+
+// Ended implements session.Sink.
+func (p *persister) Ended(reason session.EndReason, cost session.Cost) { p.end(reason, cost) }
+
+// end records the end once; the first reason wins.
+func (p *persister) end(reason session.EndReason, cost session.Cost) {
+	p.mu.Lock()
+	if !p.ending {
+		p.ending, p.endReason, p.cost = true, reason, cost
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// statusChange is a move of the conversation's status and when it happened.
+type statusChange struct {
+	status string
+	at     time.Time
+}
+
+// status queues a move of the conversation's status (ringing, in_progress); it never blocks,
+// so the SIP and WebRTC services may report from their own goroutines.
+func (p *persister) status(s string) {
+	p.mu.Lock()
+	p.statuses = append(p.statuses, statusChange{s, time.Now()})
+	p.mu.Unlock()
+	p.signal()
+}
+
+// setRecording names the recording file stored with the end.
+func (p *persister) setRecording(path string) {
+	p.mu.Lock()
+	p.recording = path
+	p.mu.Unlock()
+}
+
+// run writes until the end is stored. ctx ends it early (the node stops): what is queued is then
+// written with a short deadline of its own.
+func (p *persister) run(ctx context.Context) {
+	defer close(p.done)
+	backoff := 100 * time.Millisecond
+	for {
+		finished, err := p.flush(ctx)
+		if finished {
+			return
+		}
+		wait := gapWait
+		if err != nil {
+			p.rt.log.Warn("conversation: cannot store; retrying", "conversation", p.conv.ID, "err", err, "in", backoff)
+			wait, backoff = backoff, min(backoff*2, 5*time.Second)
+		} else {
+			backoff = 100 * time.Millisecond
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-p.wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			p.end(session.EndFailed, session.Cost{})
+			p.flush(fctx)
+			cancel()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// flush stores the lines that are ready and, once every line is stored, the end. It reports
+// whether the end is stored.
+func (p *persister) flush(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	statuses := p.statuses
+	p.mu.Unlock()
+	for i, sc := range statuses {
+		if _, err := p.rt.store.SetConversationStatus(ctx, p.conv.ID, sc.status, sc.at); err != nil {
+			p.mu.Lock()
+			p.statuses = p.statuses[i:]
+			p.mu.Unlock()
+			return false, err
+		}
+	}
+	p.mu.Lock()
+	p.statuses = p.statuses[len(statuses):]
+	slices.SortFunc(p.queue, func(a, b session.Line) int { return int(a.Seq - b.Seq) })
+	var ready []session.Line
+	i := 0
+	for i < len(p.queue) && p.queue[i].Seq < p.next {
+		i++ // a repeat of a stored line
+	}
+	p.queue = p.queue[i:]
+	expect := p.next
+	for _, l := range p.queue {
+		if l.Seq != expect {
+			break
+		}
+		ready = append(ready, l)
+		expect++
+	}
+	if len(ready) == 0 && len(p.queue) > 0 {
+		// A gap: wait for the missing line, but not for ever (and not past the end).
+		if p.gapSince.IsZero() {
+			p.gapSince = time.Now()
+		}
+		if p.ending || time.Since(p.gapSince) > gapWait {
+			p.rt.log.Warn("conversation: transcript lines missing; storing what came", "conversation", p.conv.ID, "missing", p.next, "next", p.queue[0].Seq)
+			ready = slices.Clone(p.queue)
+		}
+	}
+	ending := p.ending && len(p.queue) == len(ready)
+	reason, cost, turns, recording := p.endReason, p.cost, slices.Clone(p.turns), p.recording
+	p.mu.Unlock()
+
+	if len(ready) > 0 {
+		rows := make([]store.ConversationLine, len(ready))
+		for i, l := range ready {
+			rows[i] = lineRow(l)
+		}
+		err := p.rt.store.AppendLines(ctx, p.conv.ID, rows)
+		if errors.Is(err, store.ErrConflict) {
+			err = p.appendOneByOne(ctx, rows) // stored by an earlier try whose answer was lost
+		}
+		if err != nil {
+			return false, err
+		}
+		top := ready[len(ready)-1].Seq
+		p.mu.Lock()
+		p.next, p.gapSince = top+1, time.Time{}
+		p.queue = p.queue[len(ready):]
+		p.mu.Unlock()
+		p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: top})
+	}
+	if !ending {
+		return false, nil
+	}
+	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording); err != nil {
+		return false, err
+	}
+	p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: p.next - 1, Ended: true})
+	return true, nil
+}
+
+func (p *persister) appendOneByOne(ctx context.Context, rows []store.ConversationLine) error {
+	for _, r := range rows {
+		if err := p.rt.store.AppendLines(ctx, p.conv.ID, []store.ConversationLine{r}); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// lineRow is the stored form of an engine line.
+func lineRow(l session.Line) store.ConversationLine {
+	row := store.ConversationLine{Seq: l.Seq, Role: string(l.Role), Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted}
+	if len(l.Meta) > 0 {
+		if b, err := json.Marshal(l.Meta); err == nil {
+			row.Meta = b
+		}
+	}
+	if row.End.Before(row.Start) {
+		row.End = row.Start
+	}
+	return row
+}
+
+// storeEnd records a conversation's end in one transaction: the end itself, the charge for a
+// live conversation, and the conversation.ended event. An end stored already is left alone.
+func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
+	if turns == nil {
+		turns = []session.TurnMetrics{}
+	}
+	tb, err := json.Marshal(turns)
+	if err != nil {
+		return err
+	}
+	cb, err := json.Marshal(cost)
+	if err != nil {
+		return err
+	}
+	micros := int64(0)
+	if c.Mode == store.ModeLive {
+		micros = rt.pricing.Micros(c.Channel, cost)
+	}
+	now := rt.now()
+	err = rt.store.Tx(ctx, func(tx *store.Tx) error {
+		ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: now, Turns: tb, Cost: cb, CostMicros: micros, Recording: recording})
+		if err != nil || !ok {
+			return err
+		}
+		if micros > 0 {
+			if _, err := tx.AddCredit(ctx, c.OrgID, -micros, fmt.Sprintf("conversation %s", c.ID)); err != nil {
+				return err
+			}
+		}
+		ended, err := tx.GetConversation(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		data, _ := json.Marshal(EventData(ended))
+		_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
+			ConversationID: c.ID, AgentID: c.AgentID, Data: data})
+		return err
+	})
+	return err
+}
+
+// EventData is the data of a conversation event: what it was and how it went. The start values,
+// metadata and phone numbers are included; receivers that must not see them drop them.
+func EventData(c store.Conversation) map[string]any {
+	d := map[string]any{
+		"conversation_id": c.ID, "agent_id": c.AgentID, "project_id": c.ProjectID, "channel": c.Channel,
+		"direction": c.Direction, "status": c.Status, "mode": c.Mode, "created_at": c.CreatedAt,
+	}
+	if c.EndReason != "" {
+		d["end_reason"] = c.EndReason
+	}
+	if c.EndedAt != nil {
+		d["ended_at"] = *c.EndedAt
+	}
+	if c.ExternalID != "" {
+		d["external_id"] = c.ExternalID
+	}
+	if c.AgentVersion > 0 {
+		d["agent_version"] = c.AgentVersion
+	}
+	return d
+}

@@ -1,0 +1,337 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/bus"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/session/fakes"
+)
+
+// rig is a store, a bus and the test providers shared by one or more runtimes (nodes).
+type rig struct {
+	t     *testing.T
+	st    *store.Store
+	bus   bus.Bus
+	tp    *TestProviders
+	org   store.Org
+	proj  store.Project
+	agent store.Agent
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := bus.NewMemory()
+	t.Cleanup(func() { b.Close() })
+	tp, err := NewTestProviders(quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Close() })
+	r := &rig{t: t, st: st, bus: b, tp: tp}
+	r.org, _ = st.CreateOrg(ctx, "Acme")
+	r.proj, _ = st.CreateProject(ctx, r.org.ID, "One")
+	def := `{"agent": {"name": "Ava", "kind": "custom", "direction": "outbound", "channels": ["phone", "chat"],
+		"system_prompt": "You help {{customer}}.", "first_message": "Hi {{customer}}, this is Ava."}, "references": {}}`
+	parsed, err := ParseStored(json.RawMessage(def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(parsed)
+	a, err := st.CreateAgent(ctx, store.NewAgent{OrgID: r.org.ID, ProjectID: r.proj.ID, Name: "Ava", Kind: "custom", Direction: "outbound",
+		Channels: []string{"phone", "chat"}, Definition: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r.agent, err = st.PublishAgent(ctx, a.ID, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// node starts a runtime on the rig's store and bus.
+func (r *rig) node(name string, media bool, others ...string) *Runtime {
+	r.t.Helper()
+	rt, err := New(Options{NodeID: name, Store: r.st, Bus: r.bus, Providers: r.tp, TestProviders: r.tp, Media: media,
+		MediaNodes: func() []string { return others }, DataDir: r.t.TempDir(), CalleePace: 50 * time.Millisecond,
+		RingFor: 10 * time.Millisecond, Log: quiet()})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+// conversation stores a conversation of the rig's agent.
+func (r *rig) conversation(channel string, mode store.Mode, status string) store.Conversation {
+	r.t.Helper()
+	c, err := r.st.CreateConversation(context.Background(), store.Conversation{OrgID: r.org.ID, ProjectID: r.proj.ID, AgentID: r.agent.ID,
+		Channel: channel, Direction: "outbound", Mode: mode, Status: status, Language: "en", ViaAPI: channel == store.ChannelChat,
+		ToNumber: "+14155550100", Variables: json.RawMessage(`{"customer": "Ada"}`)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (r *rig) get(id store.ConversationID) store.Conversation {
+	r.t.Helper()
+	c, err := r.st.GetConversation(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+func (r *rig) lines(id store.ConversationID) []store.ConversationLine {
+	r.t.Helper()
+	ls, err := r.st.AllLines(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ls
+}
+
+func texts(ls []store.ConversationLine) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Role+": "+l.Text)
+	}
+	return out
+}
+
+func TestChat(t *testing.T) {
+	r := newRig(t)
+	r.tp.Fakes.Chat.SetLatency(0, 50) // 50 tokens a second: the reply streams over a while
+	rt := r.node("a", false)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelChat, store.ModeLive, store.ConvInProgress)
+	first, err := rt.StartChat(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 1 || first[0].Text != "Hi Ada, this is Ava." {
+		t.Fatalf("opening lines %+v", first)
+	}
+	// The reply streams: deltas arrive before Send returns.
+	var mu sync.Mutex
+	var deltas []string
+	done := make(chan Turn, 1)
+	go func() {
+		turn, err := rt.Send(ctx, c.ID, "What can you do?", nil, func(d string) { mu.Lock(); deltas = append(deltas, d); mu.Unlock() })
+		if err != nil {
+			t.Error(err)
+		}
+		done <- turn
+	}()
+	waitFor(t, 5*time.Second, "a first delta", func() bool { mu.Lock(); defer mu.Unlock(); return len(deltas) > 0 })
+	select {
+	case <-done:
+		t.Fatal("the turn completed with its first delta: nothing streamed")
+	default:
+	}
+	// One message at a time.
+	if _, err := rt.Send(ctx, c.ID, "Hello?", nil, nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a second message while answering: %v, want ErrBusy", err)
+	}
+	turn := <-done
+	if turn.Agent.Text != "You said: What can you do?" || strings.Join(deltas, "") != turn.Agent.Text {
+		t.Fatalf("turn %+v, deltas %q", turn, deltas)
+	}
+	waitFor(t, 5*time.Second, "three stored lines", func() bool { return len(r.lines(c.ID)) == 3 })
+	if got := texts(r.lines(c.ID)); !slices.Equal(got, []string{"agent: Hi Ada, this is Ava.", "user: What can you do?", "agent: You said: What can you do?"}) {
+		t.Fatalf("stored %q", got)
+	}
+	// Ending it stores the end, the cost, the charge and the event.
+	if err := rt.End(ctx, c.ID, session.EndAPI, true); err != nil {
+		t.Fatal(err)
+	}
+	got := r.get(c.ID)
+	if got.Status != store.ConvEnded || got.EndReason != string(session.EndAPI) || got.CostMicros <= 0 {
+		t.Fatalf("after end: %+v", got)
+	}
+	org, _ := r.st.GetOrg(ctx, r.org.ID)
+	if org.CreditMicros != -got.CostMicros {
+		t.Fatalf("credit %d after a conversation costing %d", org.CreditMicros, got.CostMicros)
+	}
+	evs, _ := r.st.ListEvents(ctx, r.org.ID, store.ModeLive, "", 10)
+	if len(evs) != 1 || evs[0].Type != "conversation.ended" || evs[0].ConversationID != c.ID {
+		t.Fatalf("events %+v", evs)
+	}
+	if _, err := rt.Send(ctx, c.ID, "Still there?", nil, nil); !errors.Is(err, ErrNotLive) && !errors.Is(err, ErrEnded) {
+		t.Fatalf("a message after the end: %v", err)
+	}
+	waitFor(t, time.Second, "the runtime to forget it", func() bool { return rt.Live() == 0 })
+}
+
+// TestTestCallAcrossNodes places a test call from a node without the media role: it runs on
+// the media node, is steered from the first, and its lines are stored in order.
+func TestTestCallAcrossNodes(t *testing.T) {
+	r := newRig(t)
+	media := r.node("media", true)
+	api := r.node("api", false, "media")
+	ctx := context.Background()
+	c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+	watch, release := api.Watch(c.ID)
+	defer release()
+	if err := api.Place(ctx, store.ModeTest, PlaceRequest{ConversationID: c.ID, Lines: []string{"Hello?", "Tell me more.", "Bye."}}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := api.Owner(ctx, c.ID); err != nil || owner != "media" {
+		t.Fatalf("owner = %q, %v", owner, err)
+	}
+	select {
+	case <-watch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no line note reached the api node")
+	}
+	waitFor(t, 5*time.Second, "the call in progress", func() bool { return r.get(c.ID).Status == store.ConvInProgress })
+	cmd, err := r.st.CreateCommand(ctx, store.Command{OrgID: r.org.ID, ConversationID: c.ID, Kind: store.CommandSay, Params: json.RawMessage(`{"text": "A word from the supervisor."}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Command(ctx, cmd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the say done", func() bool {
+		got, _ := r.st.GetCommand(ctx, cmd.ID)
+		return got.Status == store.CommandDone
+	})
+	waitFor(t, 10*time.Second, "the call to end", func() bool { return r.get(c.ID).Status == store.ConvEnded })
+	got := r.get(c.ID)
+	if got.EndReason != string(session.EndCallerHungUp) || got.RingingAt == nil || got.StartedAt == nil || got.CostMicros != 0 || got.OwnerNode != "media" {
+		t.Fatalf("ended %+v", got)
+	}
+	lines := r.lines(c.ID)
+	for i, l := range lines {
+		if l.Seq != int64(i+1) {
+			t.Fatalf("line %d has seq %d: %q", i, l.Seq, texts(lines))
+		}
+	}
+	all := strings.Join(texts(lines), "\n")
+	for _, want := range []string{"agent: Hi Ada, this is Ava.", "user: Hello?", "agent: You said: Hello?", "agent: A word from the supervisor.", "user: Bye.", "agent: You said: Bye."} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("transcript lacks %q:\n%s", want, all)
+		}
+	}
+	if err := api.Command(ctx, cmd); !errors.Is(err, ErrNotLive) {
+		t.Fatalf("a command after the end: %v", err)
+	}
+	waitFor(t, time.Second, "the media node to forget it", func() bool { return media.Live() == 0 })
+}
+
+func TestTestCallTransferAndEnd(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", true)
+	ctx := context.Background()
+	for _, kind := range []string{store.CommandTransfer, store.CommandEnd} {
+		c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+		if err := rt.Place(ctx, store.ModeTest, PlaceRequest{ConversationID: c.ID, Lines: []string{"one", "two", "three", "four", "five", "six"}}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the call in progress", func() bool { return r.get(c.ID).Status == store.ConvInProgress })
+		cmd, _ := r.st.CreateCommand(ctx, store.Command{OrgID: r.org.ID, ConversationID: c.ID, Kind: kind})
+		if err := rt.Command(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the call to end", func() bool { return r.get(c.ID).Status == store.ConvEnded })
+		want := map[string]session.EndReason{store.CommandTransfer: session.EndTransferred, store.CommandEnd: session.EndAPI}[kind]
+		if got := r.get(c.ID); got.EndReason != string(want) {
+			t.Fatalf("%s: ended %s", kind, got.EndReason)
+		}
+		got, _ := r.st.GetCommand(ctx, cmd.ID)
+		if got.Status != store.CommandDone {
+			t.Fatalf("%s: command %+v", kind, got)
+		}
+	}
+}
+
+func TestPlaceWithoutMedia(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("api", false)
+	c := r.conversation(store.ChannelPhone, store.ModeLive, store.ConvPending)
+	if err := rt.Place(context.Background(), store.ModeLive, PlaceRequest{ConversationID: c.ID}); !errors.Is(err, ErrNoMedia) {
+		t.Fatalf("Place = %v, want ErrNoMedia", err)
+	}
+	rt2 := r.node("media-without-trunk", true)
+	if err := rt2.Place(context.Background(), store.ModeLive, PlaceRequest{ConversationID: c.ID}); !errors.Is(err, ErrNoMedia) {
+		t.Fatalf("Place on a media node without a dialer = %v, want ErrNoMedia", err)
+	}
+}
+
+func TestReapLost(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", false)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+	r.st.SetConversationStatus(ctx, c.ID, store.ConvInProgress, time.Now())
+	if n, err := rt.ReapLost(ctx, time.Hour); n != 0 || err != nil {
+		t.Fatalf("reaped a fresh conversation: %d %v", n, err)
+	}
+	if n, err := rt.ReapLost(ctx, -time.Minute); n != 1 || err != nil {
+		t.Fatalf("ReapLost = %d, %v", n, err)
+	}
+	if got := r.get(c.ID); got.EndReason != string(session.EndNetworkLost) {
+		t.Fatalf("reaped as %q", got.EndReason)
+	}
+}
+
+// TestPersisterOrder feeds lines out of order: they are stored in seq order, none skipped.
+func TestPersisterOrder(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", false)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	l, err := rt.register(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, seq := range []int64{2, 3, 1, 5, 4} {
+		l.p.LineAdded(session.Line{Seq: seq, Role: session.RoleUser, Text: "x", Start: now, End: now})
+	}
+	waitFor(t, 5*time.Second, "five lines", func() bool { return len(r.lines(c.ID)) == 5 })
+	l.p.Ended(session.EndCompleted, session.Cost{LLMInputTokens: 3})
+	<-l.p.done
+	if got := r.get(c.ID); got.LastSeq != 5 || got.Status != store.ConvEnded || got.CostMicros != 0 {
+		t.Fatalf("after end %+v", got)
+	}
+}
+
+var _ = fakes.ScriptEcho

@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/parley-voice/parley/sip/siptest"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/internal/testenv"
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/sip"
+)
+
+func freeUDP(t *testing.T) int {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port
+}
+
+// TestSIPRouterInbound: sipp calls a number of an inbound agent; the router takes the call in a
+// live conversation (in progress, the greeting spoken), sipp's BYE ends it as caller_hung_up,
+// and the recording is named. An unknown number is refused 404 and a frozen organization 403.
+func TestSIPRouterInbound(t *testing.T) {
+	sippBin := testenv.NeedCommand(t, "sipp")
+	r := newRig(t)
+	rt := r.node("media", true)
+	ctx := context.Background()
+	def := `{"agent": {"name": "Desk", "kind": "custom", "direction": "inbound", "channels": ["phone"],
+		"system_prompt": "You answer the phone.", "first_message": "Thank you for calling."}, "references": {}}`
+	parsed, _ := ParseStored(json.RawMessage(def))
+	raw, _ := json.Marshal(parsed)
+	ag, err := r.st.CreateAgent(ctx, store.NewAgent{OrgID: r.org.ID, ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
+		Channels: []string{"phone"}, Definition: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.PublishAgent(ctx, ag.ID, "", "test")
+	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550050", AgentID: ag.ID}); err != nil {
+		t.Fatal(err)
+	}
+	base := 20000 + 2*rand.IntN(15000)
+	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
+		Router: rt.SIPRouter(0), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
+			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(runCtx) }()
+	defer func() { stop(); <-served }()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "uac.xml"), []byte(siptest.SippCaller(siptest.SippCall{Hold: 2500 * time.Millisecond, NoDTMF: true})), 0o644)
+	sipp := func(number string) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, sippBin, srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", number, "-m", "1", "-i", "127.0.0.1",
+			"-p", fmt.Sprint(freeUDP(t)), "-mp", fmt.Sprint(base+200), "-nostdin", "-timeout", "20s", "-timeout_error")
+		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// No credit: refused.
+	if out, err := sipp("+14155550050"); err == nil {
+		t.Fatalf("a call of an organization without credit was taken:\n%s", out)
+	}
+	r.st.AddCredit(ctx, r.org.ID, 5_000_000, "test")
+	if out, err := sipp("+14155550050"); err != nil {
+		t.Fatalf("sipp: %v\n%s", err, out)
+	}
+	var c store.Conversation
+	waitFor(t, 10*time.Second, "the call's end", func() bool {
+		cs, _ := r.st.ListConversations(ctx, store.ConversationFilter{OrgID: r.org.ID, Mode: store.ModeLive, Status: store.ConvEnded, Channel: store.ChannelPhone})
+		for _, x := range cs {
+			if x.EndReason == string(session.EndCallerHungUp) {
+				c = x
+				return true
+			}
+		}
+		return false
+	})
+	if c.Direction != "inbound" || c.FromNumber != "+15550001111" || c.ToNumber != "+14155550050" || c.StartedAt == nil || c.CostMicros <= 0 {
+		t.Fatalf("conversation %+v", c)
+	}
+	lines := r.lines(c.ID)
+	if len(lines) == 0 || !strings.Contains(lines[0].Text, "Thank you for calling") {
+		t.Fatalf("lines %q", texts(lines))
+	}
+	waitFor(t, 5*time.Second, "the recording", func() bool { return r.get(c.ID).Recording != "" })
+	// An unknown number.
+	if out, err := sipp("+14155559999"); err == nil || !strings.Contains(out, "404") && !strings.Contains(out, "Unexpected") {
+		t.Fatalf("an unknown number was taken: %v\n%s", err, out)
+	}
+	_ = rt
+}

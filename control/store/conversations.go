@@ -1,0 +1,398 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ConversationID names a conversation.
+type ConversationID string
+
+// Conversation statuses. A conversation only moves forward through them: pending (created, a
+// call not yet ringing), ringing, in_progress (answered, or a chat that is open), ended.
+const (
+	ConvPending    = "pending"
+	ConvRinging    = "ringing"
+	ConvInProgress = "in_progress"
+	ConvEnded      = "ended"
+)
+
+// convRank orders the statuses; a status change never moves back.
+var convRank = map[string]int{ConvPending: 0, ConvRinging: 1, ConvInProgress: 2, ConvEnded: 3}
+
+// Conversation channels: phone calls, browser voice calls, chats and the messaging app.
+const (
+	ChannelPhone    = "phone"
+	ChannelVoice    = "voice"
+	ChannelChat     = "chat"
+	ChannelWhatsApp = "whatsapp"
+)
+
+// Conversation is one conversation of an agent, by voice or text. Its transcript lines are
+// kept apart (ConversationLine); Turns and Cost are JSON the runtime writes when it ends.
+type Conversation struct {
+	ID            ConversationID
+	OrgID         OrgID
+	ProjectID     ProjectID
+	AgentID       AgentID
+	AgentVersion  int // the pinned published version; 0 follows the live definition
+	Channel       string
+	Direction     string // inbound or outbound
+	Mode          Mode   // live, or test (made with a test key: rings nobody, costs nothing)
+	Status        string
+	EndReason     string
+	ViaAPI        bool // a chat started through POST /v1/chats
+	ExternalID    string
+	Language      string
+	FromNumber    string
+	ToNumber      string
+	PhoneNumberID PhoneNumberID
+	Metadata      json.RawMessage // an object
+	Variables     json.RawMessage // an object
+	Turns         json.RawMessage // an array of turn metrics
+	Cost          json.RawMessage // an object
+	CostMicros    int64
+	OwnerNode     string // the node that runs it while it is live
+	Recording     string // the recording's path under the data directory; "" when none
+	LastSeq       int64  // the seq of the newest stored transcript line
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	RingingAt     *time.Time
+	StartedAt     *time.Time
+	EndedAt       *time.Time
+	DeletedAt     *time.Time
+}
+
+// Ended reports whether the conversation has ended.
+func (c Conversation) Ended() bool { return c.Status == ConvEnded }
+
+// Deleted reports whether the conversation was deleted (only its tombstone is left).
+func (c Conversation) Deleted() bool { return c.DeletedAt != nil }
+
+// ConversationFilter selects conversations, newest first.
+type ConversationFilter struct {
+	OrgID         OrgID
+	Mode          Mode
+	ProjectIDs    []ProjectID // the projects that may be listed; nil means every project
+	AgentID       AgentID
+	Status        string
+	Channel       string
+	Direction     string
+	ExternalID    string
+	CreatedAfter  *time.Time // created at or after
+	CreatedBefore *time.Time // created before
+	Deleted       bool       // list deleted conversations (tombstones) instead of live ones
+	BeforeID      ConversationID
+	Limit         int // 1–1000; 0 means 100
+}
+
+const convCols = `id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, end_reason, via_api,
+	external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, cost_micros,
+	owner_node, recording, last_seq, created_at, updated_at, ringing_at, started_at, ended_at, deleted_at`
+
+func scanConversation(r rowScanner) (Conversation, error) {
+	var c Conversation
+	var version *int
+	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
+		nullTextCol[string]{&c.EndReason}, &c.ViaAPI, nullTextCol[string]{&c.ExternalID}, &c.Language,
+		nullTextCol[string]{&c.FromNumber}, nullTextCol[string]{&c.ToNumber}, nullTextCol[PhoneNumberID]{&c.PhoneNumberID},
+		jsonCol{&c.Metadata}, jsonCol{&c.Variables}, jsonCol{&c.Turns}, jsonCol{&c.Cost}, &c.CostMicros,
+		nullTextCol[string]{&c.OwnerNode}, nullTextCol[string]{&c.Recording}, &c.LastSeq,
+		timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.RingingAt}, nullTimeCol{&c.StartedAt},
+		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt})
+	if version != nil {
+		c.AgentVersion = *version
+	}
+	return c, err
+}
+
+// NewConversationID returns a fresh conversation id (a UUIDv7), for callers that must name a
+// conversation before it is stored (a scheduled call leasing its dial).
+func NewConversationID() ConversationID { return newID[ConversationID]() }
+
+// objectOr returns raw when it is a JSON object, "{}" when it is empty, or ErrInvalid.
+func objectOr(what string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "{}", nil
+	}
+	if !isJSONObject(raw) {
+		return "", fmt.Errorf("store: %w: %s is not a JSON object", ErrInvalid, what)
+	}
+	return string(raw), nil
+}
+
+// CreateConversation stores a new conversation. Its ID is made when empty; Status defaults to
+// pending. The project must belong to the organization (ErrNotFound otherwise).
+func (q *Queries) CreateConversation(ctx context.Context, c Conversation) (Conversation, error) {
+	if c.ID == "" {
+		c.ID = newID[ConversationID]()
+	}
+	if c.Status == "" {
+		c.Status = ConvPending
+	}
+	switch {
+	case !validID(c.ID) || !validID(c.OrgID) || !validID(c.ProjectID) || !validID(c.AgentID):
+		return Conversation{}, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
+	case !slices.Contains([]string{ChannelPhone, ChannelVoice, ChannelChat, ChannelWhatsApp}, c.Channel):
+		return Conversation{}, fmt.Errorf("store: %w: conversation channel %q", ErrInvalid, c.Channel)
+	case c.Direction != "inbound" && c.Direction != "outbound":
+		return Conversation{}, fmt.Errorf("store: %w: conversation direction %q", ErrInvalid, c.Direction)
+	case c.Mode != ModeLive && c.Mode != ModeTest:
+		return Conversation{}, fmt.Errorf("store: %w: conversation mode %q", ErrInvalid, c.Mode)
+	case c.Status != ConvPending && c.Status != ConvInProgress:
+		return Conversation{}, fmt.Errorf("store: %w: a conversation starts pending or in progress, not %q", ErrInvalid, c.Status)
+	case c.Language == "":
+		return Conversation{}, fmt.Errorf("store: %w: conversation language is empty", ErrInvalid)
+	case c.AgentVersion < 0:
+		return Conversation{}, fmt.Errorf("store: %w: agent version %d", ErrInvalid, c.AgentVersion)
+	}
+	meta, err := objectOr("metadata", c.Metadata)
+	if err != nil {
+		return Conversation{}, err
+	}
+	vars, err := objectOr("variables", c.Variables)
+	if err != nil {
+		return Conversation{}, err
+	}
+	now := q.s.timeNow()
+	c.CreatedAt, c.UpdatedAt = now, now
+	c.Metadata, c.Variables, c.Turns, c.Cost = json.RawMessage(meta), json.RawMessage(vars), json.RawMessage("[]"), json.RawMessage("{}")
+	c.EndReason, c.EndedAt, c.DeletedAt, c.RingingAt, c.LastSeq, c.CostMicros, c.Recording = "", nil, nil, nil, 0, 0, ""
+	if c.Status == ConvInProgress {
+		c.StartedAt = &now
+	} else {
+		c.StartedAt = nil
+	}
+	var version any
+	if c.AgentVersion > 0 {
+		version = c.AgentVersion
+	}
+	err = q.atomic(ctx, func(q *Queries) error {
+		p, err := q.GetProject(ctx, c.ProjectID)
+		if err != nil {
+			return err
+		}
+		if p.OrgID != c.OrgID {
+			return notFound("project", c.ProjectID)
+		}
+		_, err = q.exec(ctx, "create conversation",
+			`INSERT INTO conversations (id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, via_api,
+				external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, owner_node,
+				created_at, updated_at, started_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, '[]', '{}', $18, $19, $19, $20)`,
+			string(c.ID), string(c.OrgID), string(c.ProjectID), string(c.AgentID), version, c.Channel, c.Direction, string(c.Mode),
+			c.Status, c.ViaAPI, nullText(c.ExternalID), c.Language, nullText(c.FromNumber), nullText(c.ToNumber),
+			nullText(c.PhoneNumberID), meta, vars, nullText(c.OwnerNode), ts(now), nullTS(c.StartedAt))
+		return err
+	})
+	if err != nil {
+		return Conversation{}, err
+	}
+	return c, nil
+}
+
+// GetConversation returns a conversation (deleted ones too: check Deleted), or ErrNotFound.
+func (q *Queries) GetConversation(ctx context.Context, id ConversationID) (Conversation, error) {
+	if !validID(id) {
+		return Conversation{}, notFound("conversation", id)
+	}
+	var c Conversation
+	err := q.get(ctx, "get conversation", `SELECT `+convCols+` FROM conversations WHERE id = $1`, []any{string(id)},
+		func(r rowScanner) (err error) { c, err = scanConversation(r); return err })
+	return c, err
+}
+
+// ListConversations returns conversations newest first.
+func (q *Queries) ListConversations(ctx context.Context, f ConversationFilter) ([]Conversation, error) {
+	if !validID(f.OrgID) || (f.BeforeID != "" && !validID(f.BeforeID)) {
+		return nil, fmt.Errorf("store: %w: bad organization or cursor ID", ErrInvalid)
+	}
+	where := []string{"org_id = $1", "mode = $2"}
+	args := []any{string(f.OrgID), string(f.Mode)}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	if f.Deleted {
+		where = append(where, "deleted_at IS NOT NULL")
+	} else {
+		where = append(where, "deleted_at IS NULL")
+	}
+	if f.ProjectIDs != nil {
+		if len(f.ProjectIDs) == 0 {
+			return nil, nil
+		}
+		ps := make([]string, 0, len(f.ProjectIDs))
+		for _, p := range f.ProjectIDs {
+			if !validID(p) {
+				return nil, fmt.Errorf("store: %w: project id %q", ErrInvalid, p)
+			}
+			args = append(args, string(p))
+			ps = append(ps, fmt.Sprintf("$%d", len(args)))
+		}
+		where = append(where, "project_id IN ("+strings.Join(ps, ", ")+")")
+	}
+	if f.AgentID != "" {
+		if !validID(f.AgentID) {
+			return nil, nil
+		}
+		add("agent_id = ?", string(f.AgentID))
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Channel != "" {
+		add("channel = ?", f.Channel)
+	}
+	if f.Direction != "" {
+		add("direction = ?", f.Direction)
+	}
+	if f.ExternalID != "" {
+		add("external_id = ?", f.ExternalID)
+	}
+	if f.CreatedAfter != nil {
+		add("created_at >= ?", ts(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		add("created_at < ?", ts(*f.CreatedBefore))
+	}
+	if f.BeforeID != "" {
+		add("id < ?", string(f.BeforeID))
+	}
+	args = append(args, clampLimit(f.Limit))
+	query := `SELECT ` + convCols + ` FROM conversations WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	return list(ctx, q, "list conversations", query, args, scanConversation)
+}
+
+// SetConversationStatus moves a conversation forward to status (ringing or in_progress) and
+// stamps the moment. A move backwards, or any move of an ended conversation, changes nothing
+// and reports false.
+func (q *Queries) SetConversationStatus(ctx context.Context, id ConversationID, status string, at time.Time) (bool, error) {
+	rank, ok := convRank[status]
+	if !ok || status == ConvEnded || status == ConvPending {
+		return false, fmt.Errorf("store: %w: status %q (end a conversation with EndConversation)", ErrInvalid, status)
+	}
+	col := "ringing_at"
+	if status == ConvInProgress {
+		col = "started_at"
+	}
+	var lower []string
+	for s, r := range convRank {
+		if r < rank {
+			lower = append(lower, "'"+s+"'")
+		}
+	}
+	slices.Sort(lower)
+	res, err := q.exec(ctx, "set conversation status",
+		`UPDATE conversations SET status = $2, `+col+` = $3, updated_at = $3 WHERE id = $1 AND status IN (`+strings.Join(lower, ", ")+`)`,
+		string(id), status, ts(normTime(at)))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ConversationEnd is what is recorded when a conversation ends.
+type ConversationEnd struct {
+	Reason     string
+	At         time.Time
+	Turns      json.RawMessage // an array; nil keeps what is stored
+	Cost       json.RawMessage // an object; nil keeps what is stored
+	CostMicros int64
+	Recording  string // "" keeps what is stored
+}
+
+// EndConversation marks a conversation ended with its reason, turns and cost. It reports false
+// (and changes nothing) when it had ended already.
+func (q *Queries) EndConversation(ctx context.Context, id ConversationID, e ConversationEnd) (bool, error) {
+	if e.Reason == "" {
+		return false, fmt.Errorf("store: %w: an end needs a reason", ErrInvalid)
+	}
+	turns, cost := any(nil), any(nil)
+	if e.Turns != nil {
+		if !json.Valid(e.Turns) || !strings.HasPrefix(strings.TrimSpace(string(e.Turns)), "[") {
+			return false, fmt.Errorf("store: %w: turns is not a JSON array", ErrInvalid)
+		}
+		turns = string(e.Turns)
+	}
+	if e.Cost != nil {
+		if !isJSONObject(e.Cost) {
+			return false, fmt.Errorf("store: %w: cost is not a JSON object", ErrInvalid)
+		}
+		cost = string(e.Cost)
+	}
+	at := ts(normTime(e.At))
+	res, err := q.exec(ctx, "end conversation",
+		`UPDATE conversations SET status = 'ended', end_reason = $2, ended_at = $3, updated_at = $3,
+			turns = COALESCE($4, turns), cost = COALESCE($5, cost), cost_micros = $6, recording = COALESCE($7, recording)
+		WHERE id = $1 AND status <> 'ended'`,
+		string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// SetConversationOwner records the node that runs a conversation.
+func (q *Queries) SetConversationOwner(ctx context.Context, id ConversationID, node string) error {
+	res, err := q.exec(ctx, "set conversation owner", `UPDATE conversations SET owner_node = $2 WHERE id = $1`, string(id), nullText(node))
+	return affectedOne(res, err, "conversation", id)
+}
+
+// SetConversationRecording records where a conversation's recording is kept.
+func (q *Queries) SetConversationRecording(ctx context.Context, id ConversationID, path string) error {
+	res, err := q.exec(ctx, "set conversation recording", `UPDATE conversations SET recording = $2 WHERE id = $1`, string(id), nullText(path))
+	return affectedOne(res, err, "conversation", id)
+}
+
+// DeleteConversation removes a conversation's transcript, commands and values and leaves a
+// tombstone (listed among deleted conversations). It returns the conversation as it was, so
+// the caller can remove its files (recording, attachments). A conversation that is not ended
+// or already deleted is ErrConflict.
+func (q *Queries) DeleteConversation(ctx context.Context, id ConversationID, at time.Time) (Conversation, error) {
+	var c Conversation
+	err := q.atomic(ctx, func(q *Queries) error {
+		var err error
+		if c, err = q.GetConversation(ctx, id); err != nil {
+			return err
+		}
+		if c.Deleted() || !c.Ended() {
+			return fmt.Errorf("store: delete conversation %s: %w: it is %s", id, ErrConflict, map[bool]string{true: "deleted", false: c.Status}[c.Deleted()])
+		}
+		if _, err := q.exec(ctx, "delete conversation lines", `DELETE FROM conversation_lines WHERE conversation_id = $1`, string(id)); err != nil {
+			return err
+		}
+		if _, err := q.exec(ctx, "delete conversation commands", `DELETE FROM conversation_commands WHERE conversation_id = $1`, string(id)); err != nil {
+			return err
+		}
+		now := ts(normTime(at))
+		_, err = q.exec(ctx, "delete conversation",
+			`UPDATE conversations SET deleted_at = $2, updated_at = $2, metadata = '{}', variables = '{}', turns = '[]',
+				from_number = NULL, to_number = NULL, external_id = NULL, recording = NULL
+			WHERE id = $1`, string(id), now)
+		return err
+	})
+	return c, err
+}
+
+// ActiveConversations returns conversations that are not ended and were last updated before
+// olderThan, oldest first: the candidates for a conversation whose node went away.
+func (q *Queries) ActiveConversations(ctx context.Context, olderThan time.Time, limit int) ([]Conversation, error) {
+	return list(ctx, q, "list active conversations",
+		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND updated_at < $1 ORDER BY updated_at LIMIT $2`,
+		[]any{ts(normTime(olderThan)), clampLimit(limit)}, scanConversation)
+}
+
+// TouchConversation sets updated_at, so that a live conversation is not taken for a lost one.
+func (q *Queries) TouchConversation(ctx context.Context, id ConversationID, at time.Time) error {
+	_, err := q.exec(ctx, "touch conversation", `UPDATE conversations SET updated_at = $2 WHERE id = $1 AND status <> 'ended'`,
+		string(id), ts(normTime(at)))
+	return err
+}

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Tx is one database transaction. Its repository methods (from the embedded *Queries) run inside
+// it, so a change and the audit event that records it commit or roll back together. A Tx is only
+// valid inside the function given to (*Store).Tx and must not be used from other goroutines.
+type Tx struct {
+	*Queries
+	tx *sql.Tx
+}
+
+// txAttempts bounds how often Tx runs fn when the engine asks to retry.
+const txAttempts = 5
+
+// Tx runs fn in a transaction and commits when fn returns nil; any error (or panic) rolls back.
+// When the engine reports a transient conflict (SQLite busy or locked, PostgreSQL serialization
+// failure or deadlock) the whole transaction is retried a few times, so fn may run more than once
+// and must not have effects outside the transaction. Inside fn use only tx's methods: a call on
+// the Store would need a second connection and, on SQLite, wait for the lock fn holds.
+func (s *Store) Tx(ctx context.Context, fn func(*Tx) error) error {
+	if err := s.checkReady(ctx); err != nil {
+		return err
+	}
+	return s.tx(ctx, fn)
+}
+
+// tx is Tx without the schema check, for Migrate.
+func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if err == nil || attempt == txAttempts || s.d.classify(err) != errRetry {
+			return err
+		}
+		// Back off 5–10 ms, doubling per attempt, with jitter so that retrying writers spread out.
+		d := time.Duration(5<<attempt) * time.Millisecond / 2
+		d += rand.N(d)
+		s.log.DebugContext(ctx, "store: retrying transaction", "attempt", attempt, "after", d, "err", err)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("begin transaction", err)
+	}
+	tx := &Tx{Queries: &Queries{db: sqlTx, s: s, inTx: true}, tx: sqlTx}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = sqlTx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		if rbErr := sqlTx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			return errors.Join(err, fmt.Errorf("store: rollback: %w", rbErr))
+		}
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return s.wrap("commit", err)
+	}
+	return nil
+}
