@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+)
+
+// numbersCommand is `parley admin numbers`: phone numbers come from the operator; the API
+// assigns them to agents.
+func numbersCommand() *command {
+	return &command{name: "numbers", short: "phone numbers", subs: []*command{
+		{name: "add", short: "add a number to a project (--project, --number +E164, [--trunk, --agent, --label])", run: adminLeaf(numbersAdd)},
+		{name: "list", short: "list numbers (--org or --project)", run: adminLeaf(numbersList)},
+	}}
+}
+
+// agentsCommand is `parley admin agents`.
+func agentsCommand() *command {
+	return &command{name: "agents", short: "agents", subs: []*command{
+		{name: "restore", short: "restore a deleted agent before it is purged (ID [--name])", run: adminLeaf(agentsRestore)},
+	}}
+}
+
+// numberJSON is the admin view of a phone number.
+type numberJSON struct {
+	ID        string    `json:"id"`
+	OrgID     string    `json:"organization_id"`
+	ProjectID string    `json:"project_id"`
+	Number    string    `json:"number"`
+	Trunk     *string   `json:"trunk"`
+	AgentID   *string   `json:"agent_id"`
+	Label     string    `json:"label"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func toNumberJSON(n store.PhoneNumber) numberJSON {
+	j := numberJSON{ID: string(n.ID), OrgID: string(n.OrgID), ProjectID: string(n.ProjectID), Number: n.Number, Label: n.Label, CreatedAt: n.CreatedAt.UTC()}
+	if n.Trunk != "" {
+		s := n.Trunk
+		j.Trunk = &s
+	}
+	if n.AgentID != "" {
+		s := string(n.AgentID)
+		j.AgentID = &s
+	}
+	return j
+}
+
+func dash(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+// operatorEvent is an audit event done by the operator from the command line.
+func operatorEvent(org store.OrgID, project store.ProjectID, action, objectType, objectID string) store.AuditEvent {
+	return store.AuditEvent{OrgID: org, ProjectID: project, ActorType: store.ActorOperator, ActorID: "parley admin",
+		Action: action, ObjectType: objectType, ObjectID: objectID}
+}
+
+func numbersAdd(fs *flag.FlagSet) func(a *adminCtx) error {
+	project := fs.String("project", "", "project id (required)")
+	number := fs.String("number", "", "the number in E.164 form, such as +14155550100 (required)")
+	trunk := fs.String("trunk", "", "the SIP trunk the number is reached through, by name")
+	agent := fs.String("agent", "", "an agent of the project to assign it to")
+	label := fs.String("label", "", "a label for the number")
+	return func(a *adminCtx) error {
+		if *project == "" || *number == "" {
+			return usageError{"--project and --number are required"}
+		}
+		if !store.ValidE164(*number) {
+			return usageError{fmt.Sprintf("--number %q is not in E.164 form (+, country code, number; at most 15 digits)", *number)}
+		}
+		pid, err := store.ParseID[store.ProjectID](*project)
+		if err != nil {
+			return usageError{"--project: " + err.Error()}
+		}
+		var aid store.AgentID
+		if *agent != "" {
+			if aid, err = store.ParseID[store.AgentID](*agent); err != nil {
+				return usageError{"--agent: " + err.Error()}
+			}
+		}
+		var n store.PhoneNumber
+		err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
+			p, err := tx.GetProject(a.ctx, pid)
+			if err != nil {
+				return fmt.Errorf("project %s: %w", pid, err)
+			}
+			if n, err = tx.CreatePhoneNumber(a.ctx, store.NewPhoneNumber{OrgID: p.OrgID, ProjectID: p.ID, Number: *number, Trunk: *trunk, AgentID: aid, Label: *label}); err != nil {
+				return err
+			}
+			return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "phone_number.created", "phone_number", string(n.ID)))
+		})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			return fmt.Errorf("number %s is already added", *number)
+		case errors.Is(err, store.ErrOtherProject):
+			return fmt.Errorf("agent %s is in another project", aid)
+		case err != nil:
+			return err
+		}
+		j := toNumberJSON(n)
+		return a.print(j, func(w io.Writer) { fmt.Fprintf(w, "added %s (%s) to project %s\n", j.Number, j.ID, j.ProjectID) })
+	}
+}
+
+func numbersList(fs *flag.FlagSet) func(a *adminCtx) error {
+	org := fs.String("org", "", "organization id")
+	project := fs.String("project", "", "project id")
+	return func(a *adminCtx) error {
+		if (*org == "") == (*project == "") {
+			return usageError{"give --org or --project"}
+		}
+		f := store.PhoneNumberFilter{OrgID: store.OrgID(*org), Limit: 1000}
+		if *project != "" {
+			p, err := a.st.GetProject(a.ctx, store.ProjectID(*project))
+			if err != nil {
+				return fmt.Errorf("project %s: %w", *project, err)
+			}
+			f.OrgID, f.ProjectID = p.OrgID, p.ID
+		}
+		out := []numberJSON{}
+		for {
+			ns, err := a.st.ListPhoneNumbers(a.ctx, f)
+			if err != nil {
+				return err
+			}
+			for _, n := range ns {
+				out = append(out, toNumberJSON(n))
+			}
+			if len(ns) < f.Limit {
+				break
+			}
+			f.AfterID = ns[len(ns)-1].ID
+		}
+		return a.print(out, func(w io.Writer) {
+			fmt.Fprintln(w, "ID\tNUMBER\tPROJECT\tAGENT\tTRUNK\tLABEL")
+			for _, n := range out {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Number, n.ProjectID, dash(n.AgentID), dash(n.Trunk), n.Label)
+			}
+		})
+	}
+}
+
+func agentsRestore(fs *flag.FlagSet) func(a *adminCtx) error {
+	name := fs.String("name", "", "a new name, when another agent took the old one meanwhile")
+	return func(a *adminCtx) error {
+		raw, err := a.oneArg("agent id")
+		if err != nil {
+			return err
+		}
+		id, err := store.ParseID[store.AgentID](raw)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		var ag store.Agent
+		err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
+			if ag, err = tx.RestoreAgent(a.ctx, id, *name); err != nil {
+				return err
+			}
+			return tx.InsertAudit(a.ctx, operatorEvent(ag.OrgID, ag.ProjectID, "agent.restored", "agent", string(ag.ID)))
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("agent %s is not deleted, or was purged already", id)
+		case errors.Is(err, store.ErrConflict):
+			return fmt.Errorf("another agent of the project has its name now; restore it with --name")
+		case err != nil:
+			return err
+		}
+		res := map[string]any{"id": ag.ID, "name": ag.Name, "status": ag.Status, "project_id": ag.ProjectID}
+		return a.print(res, func(w io.Writer) { fmt.Fprintf(w, "restored agent %s (%s) as %s\n", ag.ID, ag.Name, ag.Status) })
+	}
+}
