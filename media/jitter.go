@@ -522,3 +522,62 @@ func (j *JitterBuffer) Pop(dst []byte) ([]byte, PopStatus) {
 	}
 	return dst, PopMissing
 }
+
+// PopNext returns the next packet in sequence when it is here, whatever the buffer's depth,
+// and reports whether it was. It is the eager playout of a consumer that needs every frame as
+// soon as it can have it and no steady pace (a recognizer and its voice activity detector): a
+// packet that arrives in order leaves the buffer at once, so the only delay left is the
+// network's. PopDue, called by the consumer's clock when a frame is owed, deals with the
+// packets that are missing. Eager playout does not mix with Pop on the same stream.
+func (j *JitterBuffer) PopNext(dst []byte) ([]byte, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	dst = dst[:0]
+	if !j.started || !j.haveHighest {
+		return dst, false
+	}
+	s := &j.slots[j.next&j.mask]
+	if s.ext != j.next || s.state != jbHeld {
+		return dst, false
+	}
+	off := int(j.next&j.mask) * j.maxPayload
+	dst = append(dst, j.payload[off:off+int(s.n)]...)
+	s.state = jbPlayed
+	j.next++
+	j.playing = true
+	j.st.Played++
+	return dst, true
+}
+
+// PopDue is the clock's half of eager playout (see PopNext): the consumer owes a frame and
+// PopNext had none. When a later packet is already here, the next one is counted lost and one
+// frame is to be concealed (PopMissing, the payload holding the following packet when it is
+// here, as Pop does); otherwise nothing is known to be missing (the sender is late or went
+// quiet) and it returns PopEmpty without moving on, so that a late packet still plays.
+func (j *JitterBuffer) PopDue(dst []byte) ([]byte, PopStatus) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	dst = dst[:0]
+	if !j.started || !j.haveHighest || j.highest < j.next {
+		return dst, PopEmpty
+	}
+	s := &j.slots[j.next&j.mask]
+	if s.ext == j.next && s.state == jbHeld {
+		off := int(j.next&j.mask) * j.maxPayload
+		dst = append(dst, j.payload[off:off+int(s.n)]...)
+		s.state = jbPlayed
+		j.next++
+		j.st.Played++
+		return dst, PopPacket
+	}
+	*s = jbSlot{ext: j.next, state: jbMissed}
+	j.next++
+	j.playing = true
+	j.st.Lost++
+	j.st.Concealed++
+	if f := &j.slots[j.next&j.mask]; f.ext == j.next && f.state == jbHeld {
+		off := int(j.next&j.mask) * j.maxPayload
+		dst = append(dst, j.payload[off:off+int(f.n)]...)
+	}
+	return dst, PopMissing
+}

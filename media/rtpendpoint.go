@@ -61,6 +61,12 @@ type RTPConfig struct {
 	// DefaultRTPQueueSize. When the owner does not drain it in time, packets are dropped and
 	// counted in RTPStats.Dropped; the read loop never waits.
 	QueueSize int
+	// OnPacket, when set, receives every accepted packet on the endpoint's read goroutine as it
+	// arrives, instead of the receive ring (ReadPacket and TryReadPacket then find nothing): the
+	// owner handles it without a hand-off to another goroutine, so no wake-up and no queueing
+	// delay is added. The packet and its payload are valid only during the call; OnPacket must
+	// not block and must not call Close.
+	OnPacket func(p *RTPPacket)
 	// InactivityTimeout is how long without accepted RTP before Inactive is closed. Zero means
 	// DefaultInactivityTimeout; negative disables the check.
 	InactivityTimeout time.Duration
@@ -166,7 +172,9 @@ type RTPEndpoint struct {
 	latchAfter        int
 	relatchAfter      int
 
-	queue *rtpQueue
+	queue    *rtpQueue
+	onPacket func(p *RTPPacket)
+	cbPkt    RTPPacket // what onPacket receives, owned by the read loop
 
 	// Destinations. Written by SetRemote and the read loops, read by the writers.
 	remote           atomic.Pointer[netip.AddrPort]
@@ -258,6 +266,15 @@ func NewRTPEndpoint(ctx context.Context, cfg RTPConfig) (*RTPEndpoint, error) {
 	return e, nil
 }
 
+// queueSize is the receive ring's capacity: one slot when OnPacket takes the packets (the
+// ring is then never used; its payload buffers would be memory held for nothing).
+func queueSize(cfg RTPConfig) int {
+	if cfg.OnPacket != nil {
+		return 1
+	}
+	return cmp0(cfg.QueueSize, DefaultRTPQueueSize)
+}
+
 // newRTPEndpoint validates cfg and builds an endpoint without starting its goroutines.
 func newRTPEndpoint(cfg RTPConfig) (*RTPEndpoint, error) {
 	if cfg.Ports == nil || cfg.Ports.RTP == nil {
@@ -283,7 +300,8 @@ func newRTPEndpoint(cfg RTPConfig) (*RTPEndpoint, error) {
 		talkspurtGap:      cmp0(cfg.TalkspurtGap, DefaultTalkspurtGap),
 		latchAfter:        cmp0(cfg.LatchAfter, 1),
 		relatchAfter:      cmp0(cfg.RelatchAfter, 3),
-		queue:             newRTPQueue(cmp0(cfg.QueueSize, DefaultRTPQueueSize)),
+		queue:             newRTPQueue(queueSize(cfg)),
+		onPacket:          cfg.OnPacket,
 		txBuf:             make([]byte, 12+MaxRTPPayload),
 		rxBuf:             make([]byte, 2048),
 		rtcpRxBuf:         make([]byte, 2048),
@@ -585,6 +603,15 @@ func (e *RTPEndpoint) handleRTP(buf []byte, from netip.AddrPort) {
 
 	if h.SSRC == e.ssrc.Load() {
 		e.resolveCollision(h.SSRC)
+	}
+	if e.onPacket != nil {
+		c := &e.cbPkt
+		c.PayloadType, c.Marker, c.SequenceNumber = h.PayloadType, h.Marker, h.SequenceNumber
+		c.Timestamp, c.SSRC, c.ComfortNoise = h.Timestamp, h.SSRC, h.PayloadType == PayloadTypeCN
+		c.Payload, c.ReceivedAt = e.rxPkt.Payload, now
+		e.onPacket(c)
+		c.Payload = nil
+		return
 	}
 	e.queue.push(&e.rxPkt, now)
 }

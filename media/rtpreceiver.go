@@ -185,6 +185,34 @@ func (r *RTPReceiver) Pull(src RTPPacketSource) int {
 func (r *RTPReceiver) ReadFrame(f *Frame) (PopStatus, error) {
 	payload, st := r.jb.Pop(r.pop[:0])
 	r.pop = payload[:0]
+	return st, r.produce(f, payload, st)
+}
+
+// ReadNext is eager playout (JitterBuffer.PopNext): when the next packet in sequence is here it
+// decodes it into f at once and reports true, whatever the buffer's depth. A consumer that
+// needs no steady pace (speech recognition) calls it after every Push and calls ReadDue when
+// its clock finds it owes a frame; it does not mix with ReadFrame. An error comes only with a
+// usable (concealed) frame.
+func (r *RTPReceiver) ReadNext(f *Frame) (bool, error) {
+	payload, ok := r.jb.PopNext(r.pop[:0])
+	r.pop = payload[:0]
+	if !ok {
+		return false, nil
+	}
+	return true, r.produce(f, payload, PopPacket)
+}
+
+// ReadDue produces the frame an eager consumer's clock owes when ReadNext had none
+// (JitterBuffer.PopDue): the concealment of a packet known to be lost, or comfort noise or
+// silence while the sender is late or quiet.
+func (r *RTPReceiver) ReadDue(f *Frame) (PopStatus, error) {
+	payload, st := r.jb.PopDue(r.pop[:0])
+	r.pop = payload[:0]
+	return st, r.produce(f, payload, st)
+}
+
+// produce turns what the jitter buffer gave into one frame.
+func (r *RTPReceiver) produce(f *Frame, payload []byte, st PopStatus) error {
 	r.st.Frames++
 	var err error
 	n := 0
@@ -234,7 +262,7 @@ func (r *RTPReceiver) ReadFrame(f *Frame) (PopStatus, error) {
 	} else {
 		f.N = r.rs.Process(f.Samples[:], r.pcm[:n])
 	}
-	return st, err
+	return err
 }
 
 // concealOne fills one frame for a missing packet, falling back to silence.

@@ -34,10 +34,18 @@ const (
 // inactivity watch.
 //
 // The send path (sendFrame, called by the engine's pacer or a bridge) encodes and writes one
-// packet under a mutex held only for that; it allocates nothing. A goroutine (run) owns the
-// receive side: every 20 ms it drains the endpoint, pops one frame from the jitter buffer and
-// hands it to the sink; it also keeps RTP flowing with silence (or a filler source such as
-// ringback) while nobody sends audio, and watches for inactivity.
+// packet under a mutex held only for that; it allocates nothing.
+//
+// The receive side plays out eagerly: the endpoint's read goroutine hands each packet over as
+// it arrives (onPacket), and a packet that is next in sequence is decoded and given to the sink
+// at once. Nothing downstream needs a steady pace (the recognizer and the VAD take audio as it
+// comes; a bridged phone has its own jitter buffer), so the network's delay is the only one:
+// no jitter-buffer depth and no wait for a 20 ms tick are added before the engine hears the
+// caller. A goroutine (run) keeps the clock: every 20 ms it owes the sink one frame, and when
+// the packets fall more than eagerSlack frames behind it gives a concealed frame for a packet
+// known to be lost (so the ones behind it can go), or comfort noise or silence while the caller
+// sends nothing (so the VAD hears the silence). It also keeps RTP flowing with silence (or a
+// filler source such as ringback) while nobody sends audio, and watches for inactivity.
 type legMedia struct {
 	log     *slog.Logger
 	ports   *media.PortPair
@@ -53,18 +61,23 @@ type legMedia struct {
 	txMu sync.Mutex
 	tx   txState
 
+	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
+	// that arrive in order, run's clock conceals and fills.
+	rxMu      sync.Mutex
+	rx        *media.RTPReceiver
+	rxInfo    codec.Info
+	rxDTMFPT  int // -1: none
+	dtmfRx    codec.DTMFReceiver
+	dtmfLast  time.Time
+	dtmfOpen  bool
+	rebuf     rebuffer
+	frame     media.Frame
+	lastRx    time.Time
+	due       uint64 // frames the clock owes the sink
+	delivered uint64 // frames given to the sink
+
 	// Owned by run.
-	rx       *media.RTPReceiver
-	rxInfo   codec.Info
-	rxDTMFPT int // -1: none
-	dtmfRx   codec.DTMFReceiver
-	dtmfLast time.Time
-	dtmfOpen bool
-	rebuf    rebuffer
-	pkt      media.RTPPacket
-	frame    media.Frame
 	fillF    media.Frame
-	lastRx   time.Time
 	ticks    uint64
 	nextTick time.Time // when the next 20 ms step is due (catch-up after a late wake-up)
 
@@ -145,7 +158,7 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		PayloadType:       n.Audio.PayloadType,
 		ClockRate:         n.Audio.ClockRate,
 		InactivityTimeout: -1, // the leg watches inactivity itself: hold must not count
-		QueueSize:         32,
+		OnPacket:          m.onPacket,
 		Logger:            m.log,
 	})
 	if err != nil {
@@ -165,7 +178,9 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		return ErrClosed
 	}
 	m.receiving.Store(n.Receiving())
+	m.rxMu.Lock()
 	m.lastRx = time.Now()
+	m.rxMu.Unlock()
 	m.started.Store(true)
 	go m.run()
 	return nil
@@ -244,6 +259,8 @@ func closeCodec(c any) {
 
 // setRx (re)builds the receive chain; run calls it for renegotiations, start before run.
 func (m *legMedia) setRx(n Negotiated) error {
+	m.rxMu.Lock()
+	defer m.rxMu.Unlock()
 	if m.rx == nil || !strings.EqualFold(m.rxInfo.Name, n.Audio.Name) || m.rxInfo.PayloadType != n.Audio.PayloadType {
 		rx, err := media.NewRTPReceiver(media.RTPReceiverConfig{Codec: n.Audio, MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond})
 		if err != nil {
@@ -262,8 +279,11 @@ func (m *legMedia) setRx(n Negotiated) error {
 	return nil
 }
 
-// setSink routes received frames (nil drops them).
+// setSink routes received frames (nil drops them). When it returns, no frame is on its way to
+// the previous sink: two legs handing one conversation over never feed it at once.
 func (m *legMedia) setSink(f frameFunc) {
+	m.rxMu.Lock()
+	defer m.rxMu.Unlock()
 	if f == nil {
 		m.sink.Store(nil)
 		return
@@ -281,6 +301,8 @@ func (m *legMedia) setFiller(f frameFunc) {
 }
 
 func (m *legMedia) setDTMFSink(f func(rune)) {
+	m.rxMu.Lock()
+	defer m.rxMu.Unlock()
 	if f == nil {
 		m.dtmfSink.Store(nil)
 		return
@@ -468,11 +490,11 @@ func (m *legMedia) run() {
 			}
 			was := m.receiving.Swap(n.Receiving())
 			if !was {
+				m.rxMu.Lock()
 				m.lastRx = time.Now() // the peer resumes: give it the full timeout
+				m.rxMu.Unlock()
 			}
 		case now := <-tk.C:
-			// Packets are drained once per tick (not on every arrival): half the wake-ups, and
-			// 20 ms is finer than anything read from them needs.
 			m.tick(now)
 		}
 	}
@@ -485,7 +507,6 @@ const maxCatchUp = 5
 // tick runs the 20 ms steps due at now: a ticker drops ticks when its goroutine wakes late, so
 // the steps follow the clock rather than the tick count.
 func (m *legMedia) tick(now time.Time) {
-	m.drain(now)
 	if m.nextTick.IsZero() || now.Sub(m.nextTick) > maxCatchUp*frameDur {
 		m.nextTick = now
 	}
@@ -495,15 +516,28 @@ func (m *legMedia) tick(now time.Time) {
 	}
 }
 
-// step is one 20 ms step of the receive side: a frame to the sink, DTMF flush, filler, stats,
-// inactivity.
+// eagerSlack is how many frames the packets may fall behind the clock (network jitter, a
+// reordered packet) before the clock gives the sink a frame of its own.
+const eagerSlack = 2
+
+// step is one 20 ms step of the receive side: the frame the clock owes when the packets are
+// behind, DTMF flush, filler, stats, inactivity.
 func (m *legMedia) step(now time.Time) {
 	m.ticks++
-	if _, err := m.rx.ReadFrame(&m.frame); err == nil || m.frame.N > 0 {
-		m.rxFrames.Add(1)
-		if s := m.sink.Load(); s != nil {
-			(*s)(&m.frame)
+	m.rxMu.Lock()
+	m.due++
+	if m.delivered > m.due {
+		m.due = m.delivered // packets came early or in a burst: the clock follows them
+	}
+	for m.due > m.delivered+eagerSlack {
+		// A concealed frame for a lost packet (then the packets held behind it), or comfort
+		// noise or silence while the caller sends nothing.
+		if _, err := m.rx.ReadDue(&m.frame); err == nil || m.frame.N > 0 {
+			m.deliver()
+		} else {
+			m.delivered++
 		}
+		m.deliverReady()
 	}
 	if m.dtmfOpen && now.Sub(m.dtmfLast) > dtmfFlushAfter {
 		m.dtmfOpen = false
@@ -511,14 +545,16 @@ func (m *legMedia) step(now time.Time) {
 			m.deliverDTMF(d)
 		}
 	}
-	m.fill(now)
 	if m.ticks%10 == 0 {
 		st := m.rx.Stats()
 		m.statsMu.Lock()
 		m.rxStats = st
 		m.statsMu.Unlock()
 	}
-	if m.timeout > 0 && m.receiving.Load() && now.Sub(m.lastRx) > m.timeout {
+	idle := now.Sub(m.lastRx)
+	m.rxMu.Unlock()
+	m.fill(now)
+	if m.timeout > 0 && m.receiving.Load() && idle > m.timeout {
 		m.timeoutMu.Do(func() {
 			m.log.Info("sip: RTP inactivity timeout", "timeout", m.timeout.String())
 			close(m.timedOut)
@@ -526,35 +562,68 @@ func (m *legMedia) step(now time.Time) {
 	}
 }
 
-// drain takes every queued packet: telephone-events to the DTMF receiver, audio to the jitter
-// buffer (through the ptime rebuffer when needed).
-func (m *legMedia) drain(now time.Time) {
-	for m.ep.TryReadPacket(&m.pkt) {
-		m.lastRx = now
-		m.rxPackets.Add(1)
-		p := &m.pkt
-		if int(p.PayloadType) == m.rxDTMFPT {
-			m.dtmfLast, m.dtmfOpen = now, true
-			if d, _, ok := m.dtmfRx.Push(p.Timestamp, p.Payload); ok {
-				m.deliverDTMF(d)
-			}
-			continue
+// deliver gives m.frame to the sink. Callers hold rxMu.
+func (m *legMedia) deliver() {
+	m.delivered++
+	m.rxFrames.Add(1)
+	if s := m.sink.Load(); s != nil {
+		(*s)(&m.frame)
+	}
+}
+
+// deliverReady gives the sink every frame whose packet is next in sequence. Callers hold rxMu.
+func (m *legMedia) deliverReady() {
+	for {
+		ok, err := m.rx.ReadNext(&m.frame)
+		if !ok {
+			return
 		}
-		if p.PayloadType != m.rxInfo.PayloadType || p.ComfortNoise {
+		if err == nil || m.frame.N > 0 {
+			m.deliver()
+		} else {
+			m.delivered++
+		}
+	}
+}
+
+// onPacket takes one packet on the endpoint's read goroutine: telephone-events to the DTMF
+// receiver, audio to the jitter buffer (through the ptime rebuffer when needed), and what is
+// now next in sequence straight to the sink.
+func (m *legMedia) onPacket(p *media.RTPPacket) {
+	if m.closed.Load() {
+		return
+	}
+	m.rxMu.Lock()
+	defer m.rxMu.Unlock()
+	if m.rx == nil {
+		return
+	}
+	now := p.ReceivedAt
+	m.lastRx = now
+	m.rxPackets.Add(1)
+	switch {
+	case int(p.PayloadType) == m.rxDTMFPT:
+		m.dtmfLast, m.dtmfOpen = now, true
+		if d, _, ok := m.dtmfRx.Push(p.Timestamp, p.Payload); ok {
+			m.deliverDTMF(d)
+		}
+		return
+	case p.PayloadType != m.rxInfo.PayloadType || p.ComfortNoise:
+		m.rx.Push(p)
+	case isSampleCodec(m.rxInfo):
+		if len(p.Payload) != 160 || m.rebuf.active {
+			m.rebuf.push(p, m.rx)
+		} else {
 			m.rx.Push(p)
-			continue
 		}
-		if isSampleCodec(m.rxInfo) {
-			if len(p.Payload) != 160 || m.rebuf.active {
-				m.rebuf.push(p, m.rx)
-				continue
-			}
-		} else if samples, err := codec.OpusPacketSamples(p.Payload, 48000); err == nil && samples != 960 {
+	default:
+		if samples, err := codec.OpusPacketSamples(p.Payload, 48000); err == nil && samples != 960 {
 			m.badPtime.Add(1) // only 20 ms Opus packets fit the 20 ms pipeline
-			continue
+			return
 		}
 		m.rx.Push(p)
 	}
+	m.deliverReady()
 }
 
 func (m *legMedia) deliverDTMF(d rune) {

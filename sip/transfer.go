@@ -494,11 +494,12 @@ func (c *Call) onRefer(l *leg, req *sip.Request, tx sip.ServerTransaction) {
 		}
 		// Move the conversation onto the new leg, then let the old one go.
 		conv := c.Conversation()
+		// The old leg lets go first: the conversation's PushFrame takes one leg at a time.
+		l.med.setSink(nil)
+		l.med.setDTMFSink(nil)
 		c.attach(nl)
 		nl.med.setSink(c.callerSink(conv))
 		nl.med.setDTMFSink(conv.PushDTMF)
-		l.med.setSink(nil)
-		l.med.setDTMFSink(nil)
 		c.notify(l, "SIP/2.0 200 OK", true)
 		c.emit(Event{Kind: EventTransfer, Transfer: TransferEvent{Destination: t.Destination, Mode: t.Mode, State: "succeeded"}})
 		c.log.Info("sip: moved to the REFER target", "target", u.String())
