@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 type baresip struct {
 	dir    string
 	port   int
-	cfg    string // the configuration with %d for the SIP port and the RTP range
+	live   atomic.Int64 // port, for goroutines other than run's
+	cfg    string       // the configuration with %d for the SIP port and the RTP range
 	answer bool
 	codec  string
 }
@@ -66,6 +68,7 @@ snd_path %s
 func (b *baresip) reconfigure(t testing.TB) {
 	t.Helper()
 	b.port = freePort(t, false)
+	b.live.Store(int64(b.port))
 	rtp := 40000 + 2*rand.IntN(9980)
 	writeFile(t, b.dir, "config", fmt.Sprintf(b.cfg, b.port, rtp, rtp+19))
 	acct := fmt.Sprintf("<sip:baresip@127.0.0.1:%d>;regint=0;audio_codecs=%s", b.port, b.codec)
@@ -173,14 +176,16 @@ func TestParleyCallsBaresip(t *testing.T) {
 	ctx := ctxTimeout(t, 40*time.Second)
 	done := make(chan string, 1)
 	go func() {
-		out, _ := b.run(t, ctx, 10, "", false) // its port is already in the trunk: no retry
+		// A port taken meanwhile by another test (exit 98) gets baresip new ones; the dialling
+		// below follows them.
+		out, _ := b.run(t, ctx, 10, "", true)
 		done <- out
 	}()
 	trunk := loopbackTrunk("baresip")
-	trunk.URI = fmt.Sprintf("sip:127.0.0.1:%d", b.port)
 	var call *sip.Call
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
+		trunk.URI = fmt.Sprintf("sip:127.0.0.1:%d", b.live.Load())
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		call, err = srv.Dial(dctx, sip.DialRequest{From: "+15550001111", To: "baresip", Trunk: trunk, Conversation: eng.factory()})
 		cancel()

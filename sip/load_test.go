@@ -35,12 +35,14 @@ func cpuTime() time.Duration {
 // fakes, in this process) spent per call.
 func TestSippLoad(t *testing.T) {
 	testenv.NeedCommand(t, "sipp")
-	const (
-		rate  = 50
-		limit = 200
-		calls = 400
-		hold  = 4000 // ms
-	)
+	rate, limit, calls := 50, 200, 400
+	const hold = 4000 // ms
+	if raceEnabled {
+		// The race build checks the concurrency of the SIP and media path, not capacity: it
+		// costs several times the CPU per call and shares CI's two cores with the other
+		// packages' tests, so it carries half the load.
+		rate, limit, calls = 25, 100, 200
+	}
 	// The full engine with the vendor fakes; in race builds (several times the CPU per call, on
 	// CI's two cores) the in-process stubs, so that the SIP and media path is what is loaded.
 	// PARLEY_LOAD_LITE=1 uses the stubs in a normal build too, to measure the SIP and media
@@ -112,15 +114,15 @@ func TestSippLoad(t *testing.T) {
 	rt.mu.Unlock()
 	// sipp's own verdict above (0 failed calls) is the bar and holds in every build. The
 	// stricter RTP count is exact in a normal build; under the race detector a call starved of
-	// CPU at the wrong moment may fall short, so at most 0.5% may.
+	// CPU at the wrong moment may fall short, so at most 1% may.
 	allowed := 0
 	if raceEnabled {
-		allowed = calls / 200
+		allowed = calls / 100
 	}
 	if bad > allowed {
 		t.Fatalf("%d of %d calls were not clean (at most %d allowed)", bad, calls, allowed)
 	}
-	perCall := cpu / calls
+	perCall := cpu / time.Duration(calls)
 	what := "Parley with the full engine and the vendor fakes"
 	if lite {
 		what = "Parley with in-process engine stubs"
