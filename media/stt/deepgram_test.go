@@ -291,7 +291,8 @@ func TestDeepgramConformance(t *testing.T) {
 	if c.Messages[0] != "KeepAlive" || c.Messages[len(c.Messages)-1] != "CloseStream" {
 		t.Errorf("control messages %v", c.Messages)
 	}
-	if c.AudioMessages != 5 || c.AudioBytes != 5*640 {
+	// 100 ms of silence before any speech: one binary message of five 20 ms frames.
+	if c.AudioMessages != 1 || c.AudioBytes != 5*640 {
 		t.Errorf("audio: %d messages, %d bytes", c.AudioMessages, c.AudioBytes)
 	}
 }

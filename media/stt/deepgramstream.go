@@ -14,6 +14,42 @@ import (
 	"github.com/gorilla/websocket"
 )
 
+// Batching of caller audio into binary messages. Each WebSocket message costs a write syscall
+// and a wake-up of the sending goroutine, so frames are coalesced where latency does not matter
+// and sent one by one where it does:
+//
+//   - while the caller speaks (voiced frames) and during long silence (more than the tail after
+//     the last voiced frame, e.g. while the agent talks), frames are coalesced into messages of
+//     dgBatchSpan. Interim results come every ~250 ms anyway, and nothing waits on silence;
+//   - in the tail after speech (silent frames less than dgTailWindow after the last voiced one),
+//     every frame is sent at once, alone: the provider's endpointing decides the end of the turn
+//     from this audio, and batching it would delay the turn. A voiced partial batch still queued
+//     when the tail starts goes out first, as one message.
+//
+// The sender is woken only when a message is due (see frameRing). A partial batch left behind
+// when Write stops being called goes out after dgBatchMaxWait; Close sends everything queued.
+const (
+	// dgBatchSpan is the most audio coalesced into one binary message: 5 frames of 20 ms, i.e.
+	// 3200 bytes of linear16 or 800 bytes of µ-law at 8 kHz.
+	dgBatchSpan = 100 * time.Millisecond
+	// dgTailWindow is how long after the last voiced frame silent frames are sent one by one.
+	// It is stretched to cover the stream's Endpointing or UtteranceEnd plus dgTailMargin when
+	// those are longer.
+	dgTailWindow = 1500 * time.Millisecond
+	// dgTailMargin is added to the stream's Endpointing/UtteranceEnd when they stretch the tail:
+	// the provider's last word may end a little after the engine's last voiced frame.
+	dgTailMargin = 500 * time.Millisecond
+	// dgBatchMaxWait bounds how long a partial batch waits for more frames: when no message was
+	// due for this long (Write stopped mid-batch), whatever is queued is sent. It is twice the
+	// batch span so that frames arriving with ordinary jitter still make full batches.
+	dgBatchMaxWait = 2 * dgBatchSpan
+)
+
+// deepgramTail returns the tail window for o (see dgTailWindow).
+func deepgramTail(o StreamOptions) time.Duration {
+	return max(dgTailWindow, max(o.Endpointing, o.UtteranceEnd)+dgTailMargin)
+}
+
 // deepgramStream is one live Deepgram session. Goroutines:
 //   - run (owner of everything below): writes audio and control messages, reconnects;
 //   - one reader per connection, started and waited for by run.
@@ -31,7 +67,7 @@ type deepgramStream struct {
 	dialCancel context.CancelFunc
 
 	ring   *frameRing
-	ready  chan struct{} // poked by Write after a push (capacity 1)
+	ready  chan struct{} // poked by Write when a message is due (capacity 1)
 	events chan Event
 
 	closeReq  chan struct{} // closed by Close
@@ -49,8 +85,10 @@ type deepgramStream struct {
 	omap     *offsetMap
 	connSent int64 // samples sent on the current connection
 	expect   int64 // engine offset expected for the next frame on this connection
-	scratch  []int16
+	batch    frameBatch
 	wbuf     []byte
+	lastSend time.Time     // when the last message went out
+	maxWait  time.Duration // dgBatchMaxWait (tests may raise it before run starts)
 
 	// owned by the current reader (readers never overlap)
 	pending   bool // speech seen since the last EndOfSpeech
@@ -67,24 +105,28 @@ func newDeepgramStream(ctx context.Context, d *Deepgram, o StreamOptions, u stri
 	ctx, cancel := context.WithCancel(ctx)
 	dialCtx, dialCancel := context.WithCancel(ctx)
 	frame := o.SampleRate / 50
+	batch := int(durationToSamples(dgBatchSpan, o.SampleRate))
+	tail := durationToSamples(deepgramTail(o), o.SampleRate)
 	return &deepgramStream{
 		d: d, opts: o, url: u,
 		ctx: ctx, cancel: cancel,
 		dialCtx: dialCtx, dialCancel: dialCancel,
-		ring:     newFrameRing(d.cfg.QueueFrames, frame),
+		ring:     newFrameRing(d.cfg.QueueFrames, frame, batch, tail),
 		ready:    make(chan struct{}, 1),
 		events:   make(chan Event, d.cfg.EventBuffer),
 		closeReq: make(chan struct{}),
 		hardStop: make(chan struct{}),
 		done:     make(chan struct{}),
 		omap:     newOffsetMap(),
-		scratch:  make([]int16, 0, frame),
-		wbuf:     make([]byte, 0, 2*frame),
+		batch:    frameBatch{pcm: make([]int16, 0, batch+frame)},
+		wbuf:     make([]byte, 0, 2*(batch+frame)),
+		maxWait:  dgBatchMaxWait,
 	}
 }
 
 // Write queues one frame. It never blocks and does not allocate once the ring's slots have
-// grown to the frame size (they are created at 20 ms).
+// grown to the frame size (they are created at 20 ms). It wakes the sender only when a message
+// is due (see the batching policy above), not on every frame.
 func (s *deepgramStream) Write(pcm []int16, voiced bool) error {
 	if s.ended.Load() {
 		return ErrClosed
@@ -92,10 +134,11 @@ func (s *deepgramStream) Write(pcm []int16, voiced bool) error {
 	if len(pcm) == 0 {
 		return nil
 	}
-	s.ring.push(pcm, voiced)
-	select {
-	case s.ready <- struct{}{}:
-	default:
+	if s.ring.push(pcm, voiced) {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -173,7 +216,19 @@ func (s *deepgramStream) serve(conn *websocket.Conn) error {
 
 	ka := time.NewTicker(s.d.cfg.KeepAliveInterval / 2)
 	defer ka.Stop()
-	lastSend := time.Now()
+	s.lastSend = time.Now()
+	// Messages due from frames queued while (re)connecting go out at once; this also re-arms
+	// the ring's wake-ups, which a failed send on the previous connection may have left
+	// outstanding.
+	if err := s.flush(conn, false); err != nil {
+		finish()
+		return err
+	}
+	// stale fires when the sender was not woken for maxWait: Write stopped and a partial batch
+	// may be stuck, so everything queued is sent. It is re-armed on every wake-up; once it has
+	// fired the ring is idle, and the next Write wakes the sender, which arms it again.
+	stale := time.NewTimer(s.maxWait)
+	defer stale.Stop()
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -192,25 +247,31 @@ func (s *deepgramStream) serve(conn *websocket.Conn) error {
 			return err
 
 		case <-s.ready:
-			if err := s.flush(conn); err != nil {
+			if err := s.flush(conn, false); err != nil {
 				finish()
 				return err
 			}
-			lastSend = time.Now()
+			stale.Reset(s.maxWait)
+
+		case <-stale.C:
+			if err := s.flush(conn, true); err != nil {
+				finish()
+				return err
+			}
 
 		case <-ka.C:
-			if time.Since(lastSend) >= s.d.cfg.KeepAliveInterval {
+			if time.Since(s.lastSend) >= s.d.cfg.KeepAliveInterval {
 				if err := s.writeText(conn, `{"type":"KeepAlive"}`); err != nil {
 					finish()
 					return err
 				}
-				lastSend = time.Now()
+				s.lastSend = time.Now()
 			}
 
 		case <-s.closeReq:
 			// Graceful finish: send what is queued, then CloseStream; Deepgram answers with the
 			// final results and Metadata, then closes the socket.
-			if err := s.flush(conn); err == nil {
+			if err := s.flush(conn, true); err == nil {
 				err = s.writeText(conn, `{"type":"CloseStream"}`)
 				if err == nil {
 					t := time.NewTimer(s.d.cfg.CloseTimeout)
@@ -234,31 +295,48 @@ func (s *deepgramStream) serve(conn *websocket.Conn) error {
 	}
 }
 
-// flush sends every queued frame as one binary message each.
-func (s *deepgramStream) flush(conn *websocket.Conn) error {
-	for {
-		pcm, _, off, ok := s.ring.pop(s.scratch)
-		if !ok {
-			return nil
+// flush sends the messages that are due (with all, everything queued), one binary message
+// each, until none is left. It must run until the ring says nothing is due (or the connection
+// fails): that is what re-arms the ring's wake-ups.
+func (s *deepgramStream) flush(conn *websocket.Conn, all bool) error {
+	for s.ring.take(&s.batch, all) {
+		if err := s.send(conn, &s.batch); err != nil {
+			return err
 		}
-		s.scratch = pcm[:0]
-		if s.connSent == 0 || off != s.expect {
-			s.omap.add(s.connSent, off)
-		}
-		if s.opts.Encoding == EncodingMulaw {
-			s.wbuf = appendMulaw(s.wbuf[:0], pcm)
-		} else {
-			s.wbuf = appendLinear16(s.wbuf[:0], pcm)
-		}
-		conn.SetWriteDeadline(time.Now().Add(s.d.cfg.WriteTimeout))
-		if err := conn.WriteMessage(websocket.BinaryMessage, s.wbuf); err != nil {
-			s.sendDropped.Add(1)
-			return &ProviderError{Provider: "deepgram", Op: "stream", Err: err}
-		}
-		s.connSent += int64(len(pcm))
-		s.expect = off + int64(len(pcm))
-		s.samplesSent.Add(int64(len(pcm)))
 	}
+	return nil
+}
+
+// send encodes b into one binary message and writes it. Frames in b are contiguous; frames the
+// ring dropped before b.off (or a new connection) make a point in the offset map at the
+// message's first sample.
+func (s *deepgramStream) send(conn *websocket.Conn, b *frameBatch) error {
+	if s.connSent == 0 || b.off != s.expect {
+		s.omap.add(s.connSent, b.off)
+	}
+	msg := s.encode(b)
+	now := time.Now()
+	conn.SetWriteDeadline(now.Add(s.d.cfg.WriteTimeout))
+	if err := conn.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+		s.sendDropped.Add(uint64(b.frames))
+		return &ProviderError{Provider: "deepgram", Op: "stream", Err: err}
+	}
+	n := int64(len(b.pcm))
+	s.connSent += n
+	s.expect = b.off + n
+	s.samplesSent.Add(n)
+	s.lastSend = now
+	return nil
+}
+
+// encode returns b's samples in the stream's wire encoding, in the reused write buffer.
+func (s *deepgramStream) encode(b *frameBatch) []byte {
+	if s.opts.Encoding == EncodingMulaw {
+		s.wbuf = appendMulaw(s.wbuf[:0], b.pcm)
+	} else {
+		s.wbuf = appendLinear16(s.wbuf[:0], b.pcm)
+	}
+	return s.wbuf
 }
 
 func (s *deepgramStream) writeText(conn *websocket.Conn, msg string) error {
