@@ -65,7 +65,8 @@ type Config struct {
 	// Warmup places this many calls before the first step, unmeasured (default 1).
 	Warmup int
 	// ProfileDir, when set, receives a CPU profile of Parley (its /debug/pprof, PARLEY_PPROF)
-	// taken for 8 s in the middle of every capacity and webrtc step: cpu-<scenario>-<n>.pprof.
+	// taken for 8 s in the middle of every capacity and webrtc step, cpu-<scenario>-<n>.pprof,
+	// and its heap in use at the end of that, heap-<scenario>-<n>.pprof.
 	ProfileDir string
 	// Command is recorded in the report.
 	Command  string
@@ -648,7 +649,15 @@ func (r *Runner) profile(ctx context.Context, after, d time.Duration, path strin
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	// The heap in use at the same moment, for memory per call (next to it: heap-…).
+	h, err := r.api.Get(ctx, "/debug/pprof/heap")
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(filepath.Dir(path), "heap-"+strings.TrimPrefix(filepath.Base(path), "cpu-")), h, 0o644)
 }
 
 // saturated says whether a step's load generator failed to keep its clock: a tick lag p99 over
