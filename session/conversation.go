@@ -63,7 +63,9 @@ type Options struct {
 	Log       *slog.Logger
 	// VADAggressiveness 0-3 (default 2).
 	VADAggressiveness int
-	// PacerQueue bounds the output queue in frames (default 150, 3 s).
+	// PacerQueue bounds the output queue in frames (default 15, 300 ms). The speaker waits
+	// for room, so a longer queue only holds memory: the rest of a reply waits in the TTS
+	// stream.
 	PacerQueue int
 }
 
@@ -88,7 +90,10 @@ type Conversation struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	done   chan struct{}
-	start  time.Time
+	// doneCtx is cancelled right after done is closed (AfterDone).
+	doneCtx    context.Context
+	doneCancel context.CancelFunc
+	start      time.Time
 
 	transcript Transcript
 	histMu     sync.Mutex
@@ -185,24 +190,26 @@ func New(o Options) (*Conversation, error) {
 		o.Log = slog.Default()
 	}
 	if o.PacerQueue <= 0 {
-		o.PacerQueue = 150
+		o.PacerQueue = 15
 	}
 	if o.VADAggressiveness == 0 {
 		o.VADAggressiveness = 2
 	}
+	doneCtx, doneCancel := context.WithCancel(context.Background())
 	c := &Conversation{
 		id: o.ID, agent: a, system: system, first: first,
 		llm: o.LLM, stt: o.STT, tts: o.TTS, tools: o.Tools, know: o.Knowledge, sink: o.Sink, met: o.Metrics,
 		log: o.Log.With("conversation", o.ID), opts: o,
-		done:  make(chan struct{}),
-		state: StateListening,
+		done:    make(chan struct{}),
+		state:   StateListening,
+		doneCtx: doneCtx, doneCancel: doneCancel,
 		// The channels exist from the start, so a channel may report the end (ChannelEnded)
 		// or queue a command even while StartVoice is still running.
 		vadCh:   make(chan vadEvent, 32),
 		dtmfCh:  make(chan rune, 32),
 		endCh:   make(chan EndReason, 4),
-		respCh:  make(chan respEvent, 256),
-		spkCh:   make(chan spkEvent, 256),
+		respCh:  make(chan respEvent, 32), // the responder waits for room
+		spkCh:   make(chan spkEvent, 64),  // the speaker waits; the pacer's notices must not be dropped
 		textCh:  make(chan string, 8),
 		takeCh:  make(chan takeReq),
 		humanCh: make(chan string, 16),
@@ -213,6 +220,13 @@ func New(o Options) (*Conversation, error) {
 
 // ID returns the conversation's id.
 func (c *Conversation) ID() string { return c.id }
+
+// AfterDone arranges for f to run on its own goroutine once the conversation has ended (Done
+// is closed), like context.AfterFunc; stop cancels it. A watcher so needs no goroutine of its
+// own for the call's whole life.
+func (c *Conversation) AfterDone(f func()) (stop func() bool) {
+	return context.AfterFunc(c.doneCtx, f)
+}
 
 // Done is closed when the conversation has ended and every goroutine has stopped.
 func (c *Conversation) Done() <-chan struct{} { return c.done }
@@ -271,12 +285,11 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	c.sttEvCh = s.Events()
 	c.out = newOutput(c, port, c.opts.PacerQueue)
 	c.spk = newSpeaker(c)
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.spk.run()
 	go c.run()
 	c.pushOK.Store(true)
 	c.started.Store(true)
-	go func() { c.wg.Wait(); close(c.done) }()
 	return nil
 }
 
@@ -394,7 +407,13 @@ func (t *frameTracker) step(voiced bool, now time.Time) (vadEvent, bool) {
 
 // run is the conversation's loop: it owns the turn-taking state.
 func (c *Conversation) run() {
-	defer c.wg.Done()
+	// The loop is the last to go: once it returns, it waits for the speaker and the workers it
+	// started (no goroutine of its own waits for them) and closes done.
+	defer func() {
+		c.wg.Wait()
+		close(c.done)
+		c.doneCancel()
+	}()
 	if c.agent.MaxDuration > 0 {
 		c.tMaxDur.set(c.agent.MaxDuration)
 	}

@@ -51,10 +51,11 @@ type DeepgramConfig struct {
 	CloseTimeout time.Duration
 	// WriteTimeout bounds one WebSocket write. Default 5 s.
 	WriteTimeout time.Duration
-	// QueueFrames is the capacity of the frame queue between Write and the socket. Default 100
-	// (2 s of 20 ms frames), which also bounds the audio kept across a reconnect.
+	// QueueFrames is the capacity of the frame queue between Write and the socket. Default 50
+	// (1 s of 20 ms frames), which also bounds the audio kept across a reconnect; each slot is
+	// memory held for the call's life (640 bytes at 16 kHz).
 	QueueFrames int
-	// EventBuffer is the capacity of the Events channel. Default 128.
+	// EventBuffer is the capacity of the Events channel. Default 32 (the reader waits for room).
 	EventBuffer int
 
 	// Dialer overrides the WebSocket dialer (proxy, TLS). Its HandshakeTimeout is ignored in
@@ -116,10 +117,10 @@ func NewDeepgram(cfg DeepgramConfig) (*Deepgram, error) {
 		cfg.MaxRetries = 2
 	}
 	if cfg.QueueFrames <= 0 {
-		cfg.QueueFrames = 100
+		cfg.QueueFrames = 50
 	}
 	if cfg.EventBuffer <= 0 {
-		cfg.EventBuffer = 128
+		cfg.EventBuffer = 32
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -4,7 +4,10 @@ import "sync"
 
 // frameRing is the bounded queue between Stream.Write (the engine's frame path) and the
 // goroutine that talks to the provider. Its slots own their sample buffers, so pushing a frame
-// is a copy into memory allocated once: no allocation in steady state. When full, the oldest
+// is a copy into memory allocated once: no allocation in steady state. A slot's buffer is
+// allocated the first time it is used, and an emptied ring starts again at slot 0, so a call
+// holds buffers only for as many frames as it ever queued at once (a batch, normally), not for
+// the whole capacity, which is there for a reconnect. When full, the oldest
 // frame is dropped (and counted) so that latency stays bounded and the newest audio, which
 // decides endpointing, survives.
 //
@@ -27,6 +30,7 @@ type frameRing struct {
 	next    int64  // engine offset (samples) of the next frame pushed
 	dropped uint64 // frames overwritten while queued
 
+	frame int   // samples of one frame: a slot's buffer size
 	batch int   // queued samples that make a message due (≥ 1)
 	tail  int64 // samples after the last voiced frame during which silent frames are urgent
 
@@ -51,7 +55,7 @@ type frameBatch struct {
 	urgent bool    // a tail frame, taken alone
 }
 
-// newFrameRing returns a ring of size slots, each pre-sized for frameSamples samples. A
+// newFrameRing returns a ring of size slots, each sized for frameSamples samples when first used. A
 // message is due once batchSamples are queued (batchSamples ≤ frameSamples sends every frame
 // as it comes); silent frames less than tailSamples after the end of a voiced frame are
 // due at once, alone (tailSamples 0 disables the tail).
@@ -60,9 +64,7 @@ func newFrameRing(size, frameSamples, batchSamples int, tailSamples int64) *fram
 		size = 1
 	}
 	r := &frameRing{slots: make([]frameSlot, size), batch: max(batchSamples, 1), tail: tailSamples, voicedEnd: -1, idle: true}
-	for i := range r.slots {
-		r.slots[i].pcm = make([]int16, 0, frameSamples)
-	}
+	r.frame = frameSamples
 	return r
 }
 
@@ -76,6 +78,9 @@ func (r *frameRing) push(pcm []int16, voiced bool) (wake bool) {
 		r.dropped++
 	}
 	s := &r.slots[(r.head+r.n)%len(r.slots)]
+	if s.pcm == nil {
+		s.pcm = make([]int16, 0, max(r.frame, len(pcm)))
+	}
 	s.pcm = append(s.pcm[:0], pcm...)
 	s.voiced = voiced
 	s.off = r.next
@@ -131,6 +136,9 @@ func (r *frameRing) take(b *frameBatch, all bool) bool {
 		b.pcm = append(b.pcm, s.pcm...)
 		r.head = (r.head + 1) % len(r.slots)
 		r.n--
+	}
+	if r.n == 0 {
+		r.head = 0 // reuse the slots already allocated
 	}
 	r.queued -= sum
 	return true
