@@ -5,7 +5,7 @@ package codec
 // fadeFrames lost frames, the "repeat and fade" approach. It keeps one frame of history in a
 // fixed array, so remembering and concealing never allocate.
 type fadeConcealer struct {
-	last     [maxConcealFrame]int16
+	last     []int16 // grown to the largest frame seen (at most maxConcealFrame), not preallocated
 	n        int // samples in last
 	lost     int // consecutive frames concealed since the last good one
 	defFrame int // frame length used before any frame was decoded (20 ms)
@@ -27,7 +27,11 @@ func (c *fadeConcealer) remember(pcm []int16) {
 	if len(pcm) > maxConcealFrame {
 		pcm = pcm[len(pcm)-maxConcealFrame:]
 	}
-	c.n = copy(c.last[:], pcm)
+	if len(pcm) > cap(c.last) {
+		c.last = make([]int16, len(pcm)) // once per frame size: 320 bytes for 20 ms of G.711
+	}
+	c.last = c.last[:cap(c.last)]
+	c.n = copy(c.last, pcm)
 	c.lost = 0
 }
 

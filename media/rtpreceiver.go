@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/parley-voice/parley/codec"
@@ -135,7 +136,7 @@ func NewRTPReceiver(cfg RTPReceiverConfig) (*RTPReceiver, error) {
 		FrameSamples: info.ClockRate / 50,
 		Min:          cfg.MinDelay,
 		Max:          cfg.MaxDelay,
-		MaxPayload:   1 + MaxRTPPayload,
+		MaxPayload:   1 + maxPayloadOf(info),
 		Now:          cfg.Now,
 	})
 	if err != nil {
@@ -143,6 +144,17 @@ func NewRTPReceiver(cfg RTPReceiverConfig) (*RTPReceiver, error) {
 	}
 	r.jb = jb
 	return r, nil
+}
+
+// maxPayloadOf is the largest 20 ms payload of a codec, which sizes the jitter buffer's slots:
+// G.711 and G.722 carry 8 bytes per millisecond (RFC 3551 §4.5.2, §4.5.14), so a 20 ms packet
+// is 160 bytes (and comfort noise is smaller); other codecs get MaxRTPPayload.
+func maxPayloadOf(info codec.Info) int {
+	switch strings.ToUpper(info.Name) {
+	case "PCMU", "PCMA", "G722":
+		return 160
+	}
+	return MaxRTPPayload
 }
 
 // Push feeds one received packet to the jitter buffer (the payload is copied). Audio of the

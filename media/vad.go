@@ -86,9 +86,8 @@ type VAD struct {
 	aggr   int
 
 	// Analysis.
-	window [vadMaxFFT]float32 // Hann, over 32768 (samples to full scale)
-	hist   [vadMaxFFT]float32 // the last fftN samples, in sample units
-	fft    vadFFT
+	hist [vadMaxFFT]float32 // the last fftN samples, in sample units
+	fft  vadFFT
 
 	nBands     int
 	bandLo     [vadMaxBands]int // first bin
@@ -134,11 +133,10 @@ func NewVAD(o VADOptions) (*VAD, error) {
 		return nil, err
 	}
 	v.frameN = SamplesPerFrame(o.Rate)
-	v.fft.init(v.fftN)
+	v.fft.init(v.fftN)   // also the shared analysis window, v.fft.window
 	var winPower float64 // Σ w²
 	for i := range v.fftN {
 		w := 0.5 - 0.5*math.Cos(2*math.Pi*(float64(i)+0.5)/float64(v.fftN))
-		v.window[i] = float32(w / 32768) // and from sample units to full scale
 		winPower += w * w
 	}
 	// Levels in dBFS (a full-scale sine reads 0 dBFS, so the mean square of x/32768 is
@@ -225,7 +223,7 @@ func (v *VAD) Process(pcm []int16) (bool, error) {
 	for i, s := range pcm {
 		v.hist[keep+i] = float32(s)
 	}
-	power := v.fft.realPower(v.hist[:n], v.window[:n])
+	power := v.fft.realPower(v.hist[:n], v.fft.window[:n])
 
 	// Band powers, normalised per bin so bands of different widths compare, and the level of
 	// the frame over all bands.

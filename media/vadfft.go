@@ -1,6 +1,9 @@
 package media
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // vadFFT is a fixed-size real FFT for the VAD: an n/2-point complex FFT of the even/odd samples
 // packed as real/imaginary parts, then the standard split into the spectrum of the n real
@@ -11,26 +14,51 @@ import "math"
 // instead of four. The first pass (radix-4, or radix-2 when log2(n/2) is odd) has twiddles
 // that are all 1 and reads the windowed samples straight from their bit-reversed places, so
 // there is no separate windowing or permutation pass. The split handles bins k and n/2-k
-// together from the same two complex values. Twiddles and the permutation are computed once;
-// a transform allocates nothing.
+// together from the same two complex values. Twiddles and the permutation are computed once
+// per length and shared by every VAD of that length (they are constants: about 7 KB that each
+// call would otherwise hold); a transform allocates nothing.
 type vadFFT struct {
-	n, m   int // real length, complex length (n/2)
-	q0     int // firstQuarter(m): 1 if the first pass is radix-4, 2 if radix-2
+	n, m int // real length, complex length (n/2)
+	q0   int // firstQuarter(m): 1 if the first pass is radix-4, 2 if radix-2
+	*vadTables
 	re, im [vadMaxFFT / 2]float32
-	rev    [vadMaxFFT / 2]uint16
+	power  [vadMaxFFT/2 + 1]float32
+}
+
+// vadTables are the constants of one transform length, read-only once built.
+type vadTables struct {
+	rev [vadMaxFFT / 2]uint16
 	// tw holds the radix-4 twiddles, pass after pass: for quarter-block size h, entries k < h
 	// are W^k, W^2k, W^3k with W = exp(-2πi/4h).
 	tw [vadMaxFFT / 2]vadTwiddle
 	// sp holds exp(-2πik/n) for k ≤ n/4, the twiddles of the split.
 	spRe, spIm [vadMaxFFT/4 + 1]float32
-	power      [vadMaxFFT/2 + 1]float32
+	// window is the analysis window of the VAD using this length (see NewVAD).
+	window [vadMaxFFT]float32
 }
+
+var (
+	vadTablesMu  sync.Mutex
+	vadTablesFor = map[int]*vadTables{}
+)
 
 type vadTwiddle struct{ r1, i1, r2, i2, r3, i3 float32 }
 
 func (f *vadFFT) init(n int) {
 	f.n, f.m = n, n/2
 	f.q0 = firstQuarter(f.m)
+	vadTablesMu.Lock()
+	defer vadTablesMu.Unlock()
+	if t := vadTablesFor[n]; t != nil {
+		f.vadTables = t
+		return
+	}
+	f.vadTables = new(vadTables)
+	vadTablesFor[n] = f.vadTables
+	for i := range n {
+		// Hann, and from sample units to full scale.
+		f.window[i] = float32((0.5 - 0.5*math.Cos(2*math.Pi*(float64(i)+0.5)/float64(n))) / 32768)
+	}
 	bits := 0
 	for 1<<bits < f.m {
 		bits++

@@ -70,14 +70,14 @@ type legMedia struct {
 	dtmfRx    codec.DTMFReceiver
 	dtmfLast  time.Time
 	dtmfOpen  bool
-	rebuf     rebuffer
+	rebuf     *rebuffer // only for peers whose ptime is not 20 ms
 	frame     media.Frame
 	lastRx    time.Time
 	due       uint64 // frames the clock owes the sink
 	delivered uint64 // frames given to the sink
 
 	// Owned by run.
-	fillF    media.Frame
+	fillF    *media.Frame // the filler's frame, made when a filler is first set
 	ticks    uint64
 	nextTick time.Time // when the next 20 ms step is due (catch-up after a late wake-up)
 
@@ -95,9 +95,13 @@ type legMedia struct {
 	renego    chan Negotiated
 	timedOut  chan struct{}
 	timeoutMu sync.Once
-	quit      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
+	// The owner's hook for the timeout (onTimeout), guarded by hookMu.
+	hookMu       sync.Mutex
+	timeoutHook  func()
+	timedOutFlag bool
+	quit         chan struct{}
+	done         chan struct{}
+	closeOnce    sync.Once
 }
 
 // txState is the send side, guarded by legMedia.txMu.
@@ -232,7 +236,6 @@ func (m *legMedia) setTx(n Negotiated) error {
 		if t.pcm == nil {
 			t.pcm = make([]int16, media.MaxFrameSamples)
 			t.pay = make([]byte, media.MaxRTPPayload)
-			t.acc = make([]byte, 0, 4*media.MaxRTPPayload)
 		}
 		t.acc = t.acc[:0]
 		t.mark = true
@@ -270,13 +273,27 @@ func (m *legMedia) setRx(n Negotiated) error {
 			m.rx.Close()
 		}
 		m.rx, m.rxInfo = rx, n.Audio
-		m.rebuf.reset()
+		if m.rebuf != nil {
+			m.rebuf.reset()
+		}
 	}
 	m.rxDTMFPT = -1
 	if n.HasDTMF {
 		m.rxDTMFPT = int(n.DTMF.PayloadType)
 	}
 	return nil
+}
+
+// onTimeout sets what runs (on a goroutine of its own) when RTP stops for longer than the
+// timeout while the peer should be sending; at once when that already happened.
+func (m *legMedia) onTimeout(f func()) {
+	m.hookMu.Lock()
+	m.timeoutHook = f
+	fired := m.timedOutFlag
+	m.hookMu.Unlock()
+	if fired {
+		go f()
+	}
 }
 
 // setSink routes received frames (nil drops them). When it returns, no frame is on its way to
@@ -366,6 +383,9 @@ func (m *legMedia) sendLocked(pcm []int16, now time.Time) {
 		t.acc = t.acc[:0]
 	}
 	pktTS := ts - uint32(len(t.acc))
+	if t.acc == nil {
+		t.acc = make([]byte, 0, 4*media.MaxRTPPayload) // only peers with another ptime need it
+	}
 	t.acc = append(t.acc, t.pay[:n]...)
 	for len(t.acc) >= t.ptimeLen {
 		if err := m.ep.WriteRTP(t.pt, marker, pktTS, t.acc[:t.ptimeLen]); err != nil {
@@ -388,8 +408,11 @@ func (m *legMedia) fill(now time.Time) {
 		return
 	}
 	if f := m.filler.Load(); f != nil {
+		if m.fillF == nil {
+			m.fillF = new(media.Frame)
+		}
 		m.fillF.Init(media.PipelineRate)
-		(*f)(&m.fillF)
+		(*f)(m.fillF)
 		if m.fillF.Rate == media.PipelineRate {
 			m.sendLocked(m.fillF.PCM(), now)
 			return
@@ -558,6 +581,13 @@ func (m *legMedia) step(now time.Time) {
 		m.timeoutMu.Do(func() {
 			m.log.Info("sip: RTP inactivity timeout", "timeout", m.timeout.String())
 			close(m.timedOut)
+			m.hookMu.Lock()
+			f := m.timeoutHook
+			m.timedOutFlag = true
+			m.hookMu.Unlock()
+			if f != nil {
+				go f() // it ends the leg, which waits for this goroutine
+			}
 		})
 	}
 }
@@ -611,7 +641,10 @@ func (m *legMedia) onPacket(p *media.RTPPacket) {
 	case p.PayloadType != m.rxInfo.PayloadType || p.ComfortNoise:
 		m.rx.Push(p)
 	case isSampleCodec(m.rxInfo):
-		if len(p.Payload) != 160 || m.rebuf.active {
+		if len(p.Payload) != 160 || m.rebuf != nil && m.rebuf.active {
+			if m.rebuf == nil {
+				m.rebuf = new(rebuffer)
+			}
 			m.rebuf.push(p, m.rx)
 		} else {
 			m.rx.Push(p)
