@@ -236,6 +236,12 @@ type RTPEndpoint struct {
 
 	rtcpMu sync.Mutex // serializes report building and sending
 
+	// Housekeeping timers (RTCP reports, inactivity), guarded by hkMu.
+	hkMu       sync.Mutex
+	hkStopped  bool
+	rtcpTimer  *time.Timer
+	checkTimer *time.Timer
+
 	inactive     chan struct{}
 	inactiveOnce sync.Once
 	bye          chan struct{}
@@ -254,9 +260,9 @@ func NewRTPEndpoint(ctx context.Context, cfg RTPConfig) (*RTPEndpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.wg.Add(2)
+	e.wg.Add(1)
 	go e.readRTPLoop()
-	go e.housekeeping()
+	e.startHousekeeping()
 	if e.rtcpConn != nil {
 		e.wg.Add(1)
 		go e.readRTCPLoop()
@@ -672,40 +678,55 @@ func (e *RTPEndpoint) resolveCollision(remote uint32) {
 	e.log.Warn("rtp ssrc collision", "old_ssrc", old, "new_ssrc", ssrc)
 }
 
-// housekeeping sends periodic RTCP reports and checks for inactivity.
-func (e *RTPEndpoint) housekeeping() {
-	defer e.wg.Done()
-	var (
-		rtcpTimer *time.Timer
-		rtcpC     <-chan time.Time
-		checker   *time.Ticker
-		checkC    <-chan time.Time
-	)
+// startHousekeeping arms the periodic RTCP report and the inactivity check as timers that run
+// their work when they fire: an endpoint keeps no goroutine waiting for them (a call has enough
+// goroutines already; each holds a stack).
+func (e *RTPEndpoint) startHousekeeping() {
+	e.hkMu.Lock()
+	defer e.hkMu.Unlock()
 	if e.rtcpInterval > 0 {
-		rtcpTimer = time.NewTimer(e.nextRTCPDelay())
-		defer rtcpTimer.Stop()
-		rtcpC = rtcpTimer.C
+		e.rtcpTimer = time.AfterFunc(e.nextRTCPDelay(), e.rtcpDue)
 	}
 	if e.inactivityTimeout > 0 {
-		checker = time.NewTicker(e.checkPeriod())
-		defer checker.Stop()
-		checkC = checker.C
+		e.checkTimer = time.AfterFunc(e.checkPeriod(), e.checkDue)
 	}
-	for {
-		select {
-		case <-e.closing:
-			return
-		case <-rtcpC:
-			if err := e.sendReport(false); err != nil && !errors.Is(err, ErrNoRemote) {
-				e.log.Debug("rtcp report not sent", "err", err)
-			}
-			rtcpTimer.Reset(e.nextRTCPDelay())
-		case <-checkC:
-			if e.checkInactivity() {
-				checker.Stop() // reported once; nothing more to check
-				checkC = nil
-			}
-		}
+}
+
+// stopHousekeeping stops the timers; once it returns, none of their work runs again.
+func (e *RTPEndpoint) stopHousekeeping() {
+	e.hkMu.Lock()
+	defer e.hkMu.Unlock()
+	e.hkStopped = true
+	if e.rtcpTimer != nil {
+		e.rtcpTimer.Stop()
+	}
+	if e.checkTimer != nil {
+		e.checkTimer.Stop()
+	}
+}
+
+// rtcpDue sends a periodic report and schedules the next.
+func (e *RTPEndpoint) rtcpDue() {
+	e.hkMu.Lock()
+	defer e.hkMu.Unlock()
+	if e.hkStopped {
+		return
+	}
+	if err := e.sendReport(false); err != nil && !errors.Is(err, ErrNoRemote) {
+		e.log.Debug("rtcp report not sent", "err", err)
+	}
+	e.rtcpTimer.Reset(e.nextRTCPDelay())
+}
+
+// checkDue checks for inactivity, until it has been reported once.
+func (e *RTPEndpoint) checkDue() {
+	e.hkMu.Lock()
+	defer e.hkMu.Unlock()
+	if e.hkStopped {
+		return
+	}
+	if !e.checkInactivity() {
+		e.checkTimer.Reset(e.checkPeriod())
 	}
 }
 
@@ -800,6 +821,7 @@ func (e *RTPEndpoint) Close() error {
 
 func (e *RTPEndpoint) close() error {
 	e.closeOnce.Do(func() {
+		e.stopHousekeeping()
 		if err := e.sendReport(true); err != nil && !errors.Is(err, ErrNoRemote) {
 			e.log.Debug("rtcp bye not sent", "err", err)
 		}

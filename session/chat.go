@@ -138,6 +138,7 @@ func (c *Conversation) endText(reason EndReason) {
 		c.cancel()
 	}
 	close(c.done)
+	c.doneCancel()
 }
 
 // executeText runs a steering command on a text conversation.

@@ -47,8 +47,10 @@ type Call struct {
 	to      string
 	log     *slog.Logger
 	onEvent func(Event)
-	xfer    TransferOptions
-	tap     func(fromCaller bool, f *media.Frame)
+	// finishHook runs once the call has ended (after done is closed); guarded by mu.
+	finishHook func()
+	xfer       TransferOptions
+	tap        func(fromCaller bool, f *media.Frame)
 
 	primary atomic.Pointer[leg] // the leg the conversation talks on
 	muted   atomic.Bool         // the conversation's audio is held back (warm transfer)
@@ -240,9 +242,7 @@ func (c *Call) startConversation() error {
 		// StartVoice): tell it now.
 		conv.ChannelEnded(reason)
 	}
-	if c.s.track() {
-		go c.monitor(conv)
-	}
+	c.monitor(conv)
 	c.emit(Event{Kind: EventInProgress})
 	return nil
 }
@@ -260,29 +260,90 @@ func (c *Call) callerSink(conv *session.Conversation) frameFunc {
 }
 
 // monitor ends the call when the conversation ends on its own, and after the call ended lets
-// the conversation finish before cancelling its context.
+// the conversation finish (at most convGrace) before cancelling its context. It runs on the two
+// ends' callbacks, not on a goroutine waiting for the call's whole life; the server waits for it
+// (track) until both are over.
 func (c *Call) monitor(conv *session.Conversation) {
-	defer c.s.wg.Done()
-	select {
-	case <-conv.Done():
-		c.mu.Lock()
-		bridged := c.bridged != nil
-		c.mu.Unlock()
-		if !bridged {
-			c.hangup(conv.EndReason(), "conversation ended")
-		}
-		<-c.done
-	case <-c.done:
-		t := time.NewTimer(5 * time.Second)
-		select {
-		case <-conv.Done():
-		case <-t.C:
-			c.log.Warn("sip: conversation slow to end; cancelling it")
-		}
-		t.Stop()
+	if !c.s.track() {
+		return
 	}
-	c.cancel()
-	<-conv.Done()
+	m := &callMonitor{c: c, conv: conv}
+	c.mu.Lock()
+	already := false
+	select {
+	case <-c.done:
+		already = true
+	default:
+		c.finishHook = m.callEnded
+	}
+	c.mu.Unlock()
+	if already {
+		m.callEnded()
+	}
+	conv.AfterDone(m.convEnded)
+}
+
+// convGrace is how long an ended call lets its conversation finish (persist, say goodbye to
+// the recognizer) before cancelling it.
+const convGrace = 5 * time.Second
+
+// callMonitor is the state monitor keeps between the call's end and the conversation's.
+type callMonitor struct {
+	c        *Call
+	conv     *session.Conversation
+	mu       sync.Mutex
+	convDone bool
+	callDone bool
+	released bool
+	grace    *time.Timer
+}
+
+// convEnded: the conversation ended (on its own, or after the call did). A conversation that
+// ends on its own hangs the call up, unless a bridge carries the call on.
+func (m *callMonitor) convEnded() {
+	m.mu.Lock()
+	m.convDone = true
+	callDone := m.callDone
+	m.mu.Unlock()
+	if !callDone {
+		m.c.mu.Lock()
+		bridged := m.c.bridged != nil
+		m.c.mu.Unlock()
+		if !bridged {
+			m.c.hangup(m.conv.EndReason(), "conversation ended")
+		}
+	}
+	m.release()
+}
+
+// callEnded: the call ended. The conversation gets convGrace to finish on its own.
+func (m *callMonitor) callEnded() {
+	m.mu.Lock()
+	m.callDone = true
+	if !m.convDone {
+		m.grace = time.AfterFunc(convGrace, func() {
+			m.c.log.Warn("sip: conversation slow to end; cancelling it")
+			m.c.cancel()
+		})
+	}
+	m.mu.Unlock()
+	m.release()
+}
+
+// release cancels the conversation's context and lets the server go once both have ended.
+func (m *callMonitor) release() {
+	m.mu.Lock()
+	if m.released || !m.convDone || !m.callDone {
+		m.mu.Unlock()
+		return
+	}
+	m.released = true
+	if m.grace != nil {
+		m.grace.Stop()
+	}
+	m.mu.Unlock()
+	m.c.cancel()
+	m.c.s.wg.Done()
 }
 
 // hangup ends the call from Parley's side: BYE on every leg (CANCEL is the dialler's business).
@@ -318,6 +379,13 @@ func (c *Call) finish(reason session.EndReason) {
 			"rtp_sent", st.PacketsSent, "rtp_received", st.PacketsReceived, "lost", st.PacketsLost,
 			"jitter", st.Jitter.String(), "rtt", st.RTT.String())
 		close(c.done)
+		c.mu.Lock()
+		hook := c.finishHook
+		c.finishHook = nil
+		c.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
 		c.emit(Event{Kind: EventEnded, EndReason: reason, Outcome: outcome, Stats: st})
 	})
 }

@@ -43,7 +43,7 @@ type leg struct {
 	inviteSeq uint32              // CSeq of our last INVITE (for its ACK)
 	reinvite  bool                // an INVITE transaction of ours is in progress (glare: 491)
 	st        sessionTimer
-	refreshed chan struct{}
+	stTimer   *time.Timer // the session timer (RFC 4028), guarded by mu
 	ackCh     chan *sip.Request
 	notifyCh  chan sipfrag
 	onRefer   func(l *leg, req *sip.Request, tx sip.ServerTransaction)
@@ -66,10 +66,9 @@ type sipfrag struct {
 func (s *Server) newLeg(outbound bool, med *legMedia, log *slog.Logger) *leg {
 	return &leg{
 		s: s, log: log, outbound: outbound, med: med,
-		refreshed: make(chan struct{}, 1),
-		ackCh:     make(chan *sip.Request, 1),
-		notifyCh:  make(chan sipfrag, 8),
-		done:      make(chan struct{}),
+		ackCh:    make(chan *sip.Request, 1),
+		notifyCh: make(chan sipfrag, 8),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -83,8 +82,9 @@ func (l *leg) ended() bool {
 	}
 }
 
-// confirm marks the dialog confirmed and starts the watch goroutine (media timeout, session
-// timer).
+// confirm marks the dialog confirmed and starts watching it: the leg ends on RTP inactivity
+// and on session expiry, and refreshes the session when Parley is the refresher. Both are
+// callbacks (legMedia's timeout hook, a timer), not a goroutine waiting for the call's life.
 func (l *leg) confirm() {
 	l.mu.Lock()
 	if l.state != legEarly {
@@ -93,9 +93,8 @@ func (l *leg) confirm() {
 	}
 	l.state = legConfirmed
 	l.mu.Unlock()
-	if l.s.track() {
-		go l.watch()
-	}
+	l.med.onTimeout(func() { l.end(session.EndMediaTimeout, true, "RTP timeout") })
+	l.armSessionTimer(0)
 }
 
 // end ends the leg once: it sends BYE when asked and the dialog is confirmed, stops the media
@@ -109,6 +108,9 @@ func (l *leg) end(reason session.EndReason, bye bool, text string) {
 		confirmed := l.state == legConfirmed
 		l.state = legEnded
 		l.endReason = reason
+		if l.stTimer != nil {
+			l.stTimer.Stop()
+		}
 		var byeReq *sip.Request
 		if bye && confirmed {
 			byeReq = l.s.newRequest(&l.d, sip.BYE, 0)
@@ -138,65 +140,62 @@ func (l *leg) end(reason session.EndReason, bye bool, text string) {
 	}()
 }
 
-// watch ends the leg on RTP inactivity or session expiry and refreshes the session when Parley
-// is the refresher.
-func (l *leg) watch() {
-	defer l.s.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	arm := func() {
-		l.mu.Lock()
-		st := l.st
-		l.mu.Unlock()
-		if st.interval <= 0 {
-			timer.Stop()
-			return
-		}
-		timer.Reset(time.Until(st.next(time.Now())))
+// armSessionTimer (re)starts the session timer: at the refresh time the session timer asks
+// for, or after d when d > 0 (a glare retry). An ended leg or a session without a timer stops it.
+func (l *leg) armSessionTimer(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stTimer != nil {
+		l.stTimer.Stop()
 	}
-	arm()
-	for {
-		select {
-		case <-l.done:
+	if l.state != legConfirmed || l.st.interval <= 0 {
+		return
+	}
+	if d <= 0 {
+		d = time.Until(l.st.next(time.Now()))
+	}
+	l.stTimer = time.AfterFunc(d, l.sessionTimerFired)
+}
+
+// sessionTimerFired ends the leg when the peer should have refreshed the session and did not,
+// or refreshes it (a re-INVITE) when Parley is the refresher.
+func (l *leg) sessionTimerFired() {
+	if !l.s.track() {
+		return
+	}
+	defer l.s.wg.Done()
+	if l.ended() {
+		return
+	}
+	l.mu.Lock()
+	st := l.st
+	l.mu.Unlock()
+	if !st.weRefresh {
+		l.log.Info("sip: session expired without a refresh", "interval", st.interval.String())
+		l.end(session.EndNetworkLost, true, "session expired")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 32*time.Second)
+	stop := context.AfterFunc(l.s.ctx, cancel)
+	err := l.sendReinvite(ctx, nil)
+	stop()
+	cancel()
+	switch {
+	case errors.Is(err, errGlare):
+		l.armSessionTimer(retryDelay()) // RFC 3261 §14.1: retry after 2.1 to 4 s
+	case err != nil:
+		if l.ended() {
 			return
-		case <-l.med.timedOut:
-			l.end(session.EndMediaTimeout, true, "RTP timeout")
-			return
-		case <-l.refreshed:
-			arm()
-		case <-timer.C:
-			l.mu.Lock()
-			st := l.st
-			l.mu.Unlock()
-			if !st.weRefresh {
-				l.log.Info("sip: session expired without a refresh", "interval", st.interval.String())
-				l.end(session.EndNetworkLost, true, "session expired")
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 32*time.Second)
-			err := l.sendReinvite(ctx, nil)
-			cancel()
-			switch {
-			case errors.Is(err, errGlare):
-				timer.Reset(retryDelay()) // RFC 3261 §14.1: retry after 2.1 to 4 s
-			case err != nil:
-				l.log.Info("sip: session refresh failed", "err", err)
-				l.end(session.EndNetworkLost, true, "session refresh failed")
-				return
-			default:
-				arm()
-			}
 		}
+		l.log.Info("sip: session refresh failed", "err", err)
+		l.end(session.EndNetworkLost, true, "session refresh failed")
+	default:
+		l.armSessionTimer(0)
 	}
 }
 
 // markRefreshed restarts the session timer after a refresh either way.
-func (l *leg) markRefreshed() {
-	select {
-	case l.refreshed <- struct{}{}:
-	default:
-	}
-}
+func (l *leg) markRefreshed() { l.armSessionTimer(0) }
 
 var errGlare = errors.New("sip: request pending (glare)")
 

@@ -223,15 +223,30 @@ func (s *Service) register(conv *session.Conversation, call *peer) func() {
 		}
 		s.mu.Unlock()
 	}
-	go func() {
-		defer s.wg.Done()
-		select {
-		case <-conv.Done():
-			s.dropFeed(id, lc.feed) // also when the engine never reported its end
-		case <-s.ctx.Done():
-		}
-		unregister()
-	}()
+	// Watch for the end without a goroutine per conversation: whichever comes first, the
+	// conversation's end or the service's, cleans up once and cancels the other.
+	var (
+		once              sync.Once
+		stopConv, stopSvc func() bool
+		stopMu            sync.Mutex
+	)
+	cleanup := func(ended bool) {
+		once.Do(func() {
+			if ended {
+				s.dropFeed(id, lc.feed) // also when the engine never reported its end
+			}
+			unregister()
+			stopMu.Lock()
+			stopConv()
+			stopSvc()
+			stopMu.Unlock()
+			s.wg.Done()
+		})
+	}
+	stopMu.Lock()
+	stopConv = conv.AfterDone(func() { cleanup(true) })
+	stopSvc = context.AfterFunc(s.ctx, func() { cleanup(false) })
+	stopMu.Unlock()
 	return unregister
 }
 
