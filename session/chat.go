@@ -24,7 +24,7 @@ type ChatTurn struct {
 // StartText starts a text conversation (chat, messaging app). The first message, when the agent
 // has one, becomes the first agent line.
 func (c *Conversation) StartText(ctx context.Context) error {
-	c.textMode = true
+	c.textMode.Store(true)
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.start = time.Now()
 	c.setState(StateListening)

@@ -59,7 +59,7 @@ func (p *pendingCommand) reply(r CommandResult) {
 // is done (a say is done when it has been spoken) or failed, with the reason.
 func (c *Conversation) Execute(cmd Command) <-chan CommandResult {
 	pc := &pendingCommand{cmd: cmd, res: make(chan CommandResult, 1)}
-	if c.textMode {
+	if c.textMode.Load() {
 		go c.executeText(pc)
 		return pc.res
 	}

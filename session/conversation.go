@@ -115,7 +115,7 @@ type Conversation struct {
 	sttEvCh  <-chan stt.Event
 	pushOK   atomic.Bool // PushFrame may feed the engine
 	started  atomic.Bool // StartVoice has run
-	textMode bool
+	textMode atomic.Bool
 	taps     taps
 	textCh   chan string
 	takeCh   chan takeReq
@@ -345,7 +345,7 @@ func (c *Conversation) ChannelEnded(reason EndReason) {
 
 // End ends the conversation from outside and waits for it to stop.
 func (c *Conversation) End(reason EndReason) {
-	if c.textMode {
+	if c.textMode.Load() {
 		c.endText(reason)
 		return
 	}
