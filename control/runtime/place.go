@@ -276,9 +276,8 @@ func recordingTap(rec *atomic.Pointer[media.Recorder]) func(fromCaller bool, f *
 func (rt *Runtime) listenable(l *live, sess *session.Conversation) {
 	unregister := rt.o.WebCalls.Register(sess)
 	rt.wg.Add(1)
-	go func() {
+	context.AfterFunc(l.ctx, func() { // no goroutine waits for the call's whole life
 		defer rt.wg.Done()
-		<-l.ctx.Done()
 		unregister()
-	}()
+	})
 }
