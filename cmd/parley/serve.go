@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 
 	"github.com/parley-voice/parley/control"
 	"github.com/parley-voice/parley/control/config"
@@ -18,6 +20,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("unexpected argument %q", rest[0])}
 	}
 	log := cfg.NewLogger(stderr)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	node, err := control.NewNode(ctx, cfg, log, stdout)
 	if err != nil {
 		return err
