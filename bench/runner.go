@@ -66,7 +66,8 @@ type Config struct {
 	Warmup int
 	// ProfileDir, when set, receives a CPU profile of Parley (its /debug/pprof, PARLEY_PPROF)
 	// taken for 8 s in the middle of every capacity and webrtc step, cpu-<scenario>-<n>.pprof,
-	// and its heap in use at the end of that, heap-<scenario>-<n>.pprof.
+	// and its heap in use and goroutines at the end of that, heap-<scenario>-<n>.pprof and
+	// goroutines-<scenario>-<n>.txt.
 	ProfileDir string
 	// Command is recorded in the report.
 	Command  string
@@ -657,7 +658,16 @@ func (r *Runner) profile(ctx context.Context, after, d time.Duration, path strin
 	if err != nil {
 		return fmt.Errorf("heap profile: %w", err)
 	}
-	return os.WriteFile(filepath.Join(filepath.Dir(path), "heap-"+strings.TrimPrefix(filepath.Base(path), "cpu-")), h, 0o644)
+	base := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "cpu-"), ".pprof")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "heap-"+base+".pprof"), h, 0o644); err != nil {
+		return err
+	}
+	// And the goroutines, counted by where they wait: how many each call keeps.
+	g, err := r.api.Get(ctx, "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return fmt.Errorf("goroutine profile: %w", err)
+	}
+	return os.WriteFile(filepath.Join(filepath.Dir(path), "goroutines-"+base+".txt"), g, 0o644)
 }
 
 // saturated says whether a step's load generator failed to keep its clock: a tick lag p99 over
