@@ -21,7 +21,9 @@ const gapWait = 2 * time.Second
 // order, keeps the turn metrics, and records the end (status, reason, cost, the charge and the
 // conversation.ended event, in one transaction). The engine calls it from its own goroutines;
 // every method only queues and signals, and one goroutine of the persister does the writing,
-// retrying while the store cannot be reached.
+// retrying while the store cannot be reached. That goroutine runs only while there is something
+// to store (or a retry, or a line held for a missing one): an idle call keeps no goroutine, nor
+// the deep stack the database code grows on it.
 type persister struct {
 	rt   *Runtime
 	conv store.Conversation
@@ -37,6 +39,12 @@ type persister struct {
 	ending    bool
 	statuses  []statusChange // status moves not stored yet, in order
 
+	ctx      context.Context // set by start; nil before
+	onDone   func()
+	busy     bool // a worker runs
+	again    bool // something arrived while the worker was flushing (or before start)
+	finished bool // the end is stored
+
 	wake chan struct{}
 	done chan struct{} // closed once the end is stored
 }
@@ -45,11 +53,37 @@ func newPersister(rt *Runtime, conv store.Conversation) *persister {
 	return &persister{rt: rt, conv: conv, next: conv.LastSeq + 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
+// signal says there is something to store: it starts a worker unless one runs (then it
+// wakes it, should it be waiting).
 func (p *persister) signal() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	p.mu.Lock()
+	switch {
+	case p.finished:
+		p.mu.Unlock()
+		return
+	case p.busy || p.ctx == nil:
+		p.again = true
+		p.mu.Unlock()
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+		return
 	}
+	p.busy = true
+	p.mu.Unlock()
+	go p.work()
+}
+
+// start begins storing until the end is stored, then calls onDone. When ctx ends first (the
+// node stops), the conversation ends as failed and what is queued is written with a short
+// deadline of its own.
+func (p *persister) start(ctx context.Context, onDone func()) {
+	p.mu.Lock()
+	p.ctx, p.onDone = ctx, onDone
+	p.mu.Unlock()
+	context.AfterFunc(ctx, func() { p.end(session.EndFailed, session.Cost{}) })
+	p.signal() // the first flush: statuses and lines queued before the start
 }
 
 // LineAdded implements session.Sink.
@@ -108,14 +142,22 @@ func (p *persister) setRecording(path string) {
 	p.mu.Unlock()
 }
 
-// run writes until the end is stored. ctx ends it early (the node stops): what is queued is then
-// written with a short deadline of its own.
-func (p *persister) run(ctx context.Context) {
-	defer close(p.done)
+// work is the worker: it flushes until nothing is left to do (then it exits) or the end is
+// stored.
+func (p *persister) work() {
 	backoff := 100 * time.Millisecond
 	for {
-		finished, err := p.flush(ctx)
+		finished, err := p.flush(p.ctx)
 		if finished {
+			p.finish()
+			return
+		}
+		if p.ctx.Err() != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 5*time.Second)
+			p.end(session.EndFailed, session.Cost{})
+			p.flush(fctx)
+			cancel()
+			p.finish()
 			return
 		}
 		wait := gapWait
@@ -124,20 +166,38 @@ func (p *persister) run(ctx context.Context) {
 			wait, backoff = backoff, min(backoff*2, 5*time.Second)
 		} else {
 			backoff = 100 * time.Millisecond
+			p.mu.Lock()
+			held, again := len(p.queue) > 0, p.again
+			p.again = false
+			if !held && !again {
+				p.busy = false // idle: the next signal starts a worker
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
+			if again {
+				continue
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-p.wake:
 		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			p.end(session.EndFailed, session.Cost{})
-			p.flush(fctx)
-			cancel()
-			return
+		case <-p.ctx.Done():
 		}
 		t.Stop()
+	}
+}
+
+// finish marks the end stored, once.
+func (p *persister) finish() {
+	p.mu.Lock()
+	p.finished, p.busy = true, false
+	onDone := p.onDone
+	p.mu.Unlock()
+	close(p.done)
+	if onDone != nil {
+		onDone()
 	}
 }
 

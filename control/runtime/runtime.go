@@ -288,11 +288,10 @@ func (rt *Runtime) register(ctx context.Context, conv store.Conversation) (*live
 		return nil, err
 	}
 	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		l.p.run(rt.ctx)
+	l.p.start(rt.ctx, func() {
 		rt.unregister(l)
-	}()
+		rt.wg.Done()
+	})
 	return l, nil
 }
 
