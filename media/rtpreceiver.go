@@ -115,9 +115,9 @@ func NewRTPReceiver(cfg RTPReceiverConfig) (*RTPReceiver, error) {
 		inN:     inN,
 		outRate: outRate,
 		decRate: decRate,
-		push:    make([]byte, 0, 1+MaxRTPPayload),
-		pop:     make([]byte, 0, 1+MaxRTPPayload),
-		pcm:     make([]int16, MaxFrameSamples),
+		push:    make([]byte, 0, 1+maxPayloadOf(info)),
+		pop:     make([]byte, 0, 1+maxPayloadOf(info)),
+		pcm:     make([]int16, decodeRoom(info, inN)),
 		cnAmp:   -1,
 		noise:   0x9e3779b9,
 	}
@@ -155,6 +155,15 @@ func maxPayloadOf(info codec.Info) int {
 		return 160
 	}
 	return MaxRTPPayload
+}
+
+// decodeRoom is how many samples one payload may decode to: a 160-byte G.711 or G.722 payload
+// is one 20 ms frame (the jitter buffer keeps nothing longer); Opus may carry up to 120 ms.
+func decodeRoom(info codec.Info, frameN int) int {
+	if maxPayloadOf(info) < MaxRTPPayload {
+		return frameN
+	}
+	return MaxFrameSamples
 }
 
 // Push feeds one received packet to the jitter buffer (the payload is copied). Audio of the

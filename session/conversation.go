@@ -208,7 +208,7 @@ func New(o Options) (*Conversation, error) {
 		vadCh:   make(chan vadEvent, 32),
 		dtmfCh:  make(chan rune, 32),
 		endCh:   make(chan EndReason, 4),
-		respCh:  make(chan respEvent, 32), // the responder waits for room
+		respCh:  make(chan respEvent, 16), // the responder waits for room
 		spkCh:   make(chan spkEvent, 64),  // the speaker waits; the pacer's notices must not be dropped
 		textCh:  make(chan string, 8),
 		takeCh:  make(chan takeReq),

@@ -233,10 +233,14 @@ func (m *legMedia) setTx(n Negotiated) error {
 		}
 		closeCodec(t.enc)
 		t.enc, t.rs = enc, rs
-		if t.pcm == nil {
-			t.pcm = make([]int16, media.MaxFrameSamples)
-			t.pay = make([]byte, media.MaxRTPPayload)
+		// Buffers for one frame of this encoder (with room for a resampler's jitter): a G.711
+		// call holds 0.7 KB here rather than buffers sized for 48 kHz Opus.
+		pcmN := media.SamplesPerFrame(enc.SampleRate()) + 64
+		payN := media.MaxRTPPayload
+		if isSampleCodec(n.Audio) {
+			payN = pcmN // one byte per sample at most (G.711; G.722 packs two)
 		}
+		t.pcm, t.pay = make([]int16, pcmN), make([]byte, payN)
 		t.acc = t.acc[:0]
 		t.mark = true
 	}

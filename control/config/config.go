@@ -161,7 +161,7 @@ func settings() []scopedSetting {
 		{setting{"tts-first-byte-timeout", "PARLEY_TTS_FIRST_BYTE_TIMEOUT", "5s", "how long a TTS may take to its first audio byte", setDuration(func(c *Config) *time.Duration { return &c.TTSFirstByteTimeout })}, ScopeServe},
 		{setting{"stt-connect-timeout", "PARLEY_STT_CONNECT_TIMEOUT", "5s", "how long connecting to a streaming STT may take", setDuration(func(c *Config) *time.Duration { return &c.STTConnectTimeout })}, ScopeServe},
 		{setting{"fakes-url", "PARLEY_FAKES_URL", "", "point every vendor at one `parley fakes` server (keyless demo, tests, benchmark)", setURL(func(c *Config) *string { return &c.FakesURL })}, ScopeServe},
-		{setting{"gc-percent", "PARLEY_GC_PERCENT", "25", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
+		{setting{"gc-percent", "PARLEY_GC_PERCENT", "20", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
 		{setting{"node-id", "PARLEY_NODE_ID", "", "name of this node in the cluster (empty: hostname plus a random suffix)", setString(func(c *Config) *string { return &c.NodeID })}, ScopeServe},
 	}
 }
