@@ -37,7 +37,7 @@ func (n *Node) startMedia(masterKey []byte) error {
 	m := &mediaServices{trunks: &storeTrunks{st: n.Store, box: n.Box}, done: make(chan struct{})}
 	svc, err := webrtc.NewService(webrtc.Options{
 		BaseURL: n.cfg.BaseURL, UDPPort: n.cfg.WebRTCUDPPort, PublicIP: n.cfg.PublicIP,
-		Secret: webrtc.DeriveSecret(masterKey), Log: n.log,
+		Secret: webrtc.DeriveSecret(masterKey), Log: n.log, OpusComplexity: n.cfg.OpusComplexity,
 	})
 	if err != nil {
 		return fmt.Errorf("webrtc on UDP port %d (PARLEY_WEBRTC_UDP_PORT): %w", n.cfg.WebRTCUDPPort, err)

@@ -93,16 +93,22 @@ func NewRTPReceiver(cfg RTPReceiverConfig) (*RTPReceiver, error) {
 		return nil, fmt.Errorf("media: RTP receiver needs a clock rate that is a multiple of 50 Hz, got %d", info.ClockRate)
 	}
 	dec := cfg.Decoder
+	outRate := cfg.OutputRate
+	if outRate == 0 {
+		outRate = PipelineRate
+	}
 	if dec == nil {
-		d, err := codec.NewDecoder(info)
+		di := info
+		if strings.EqualFold(info.Name, codec.Opus.Name) {
+			// libopus decodes any stream at any of its rates (RFC 6716 §2): decoding at the
+			// output rate skips a resampler, and the decoder itself does less.
+			di.SampleRate = outRate
+		}
+		d, err := codec.NewDecoder(di)
 		if err != nil {
 			return nil, fmt.Errorf("media: RTP receiver: %w", err)
 		}
 		dec = d
-	}
-	outRate := cfg.OutputRate
-	if outRate == 0 {
-		outRate = PipelineRate
 	}
 	decRate := dec.SampleRate()
 	inN, outN := SamplesPerFrame(decRate), SamplesPerFrame(outRate)

@@ -58,6 +58,9 @@ func TestBadSettingNamesItself(t *testing.T) {
 		{map[string]string{"PARLEY_WEBRTC_UDP_PORT": "70000"}, nil, "PARLEY_WEBRTC_UDP_PORT"},
 		{map[string]string{"PARLEY_BASE_URL": "ftp://x"}, nil, "PARLEY_BASE_URL"},
 		{map[string]string{"PARLEY_SIP_TLS_CERT": "/c.pem"}, nil, "PARLEY_SIP_TLS"},
+		{map[string]string{"PARLEY_OPUS_COMPLEXITY": "11"}, nil, "PARLEY_OPUS_COMPLEXITY"},
+		{nil, []string{"--opus-complexity", "0"}, "--opus-complexity"},
+		{map[string]string{"PARLEY_GC_PERCENT": "0"}, nil, "PARLEY_GC_PERCENT"},
 	}
 	for _, tc := range cases {
 		_, _, err := Parse("parley serve", ScopeServe, tc.args, env(tc.env), nil, nil)
