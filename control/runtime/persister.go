@@ -41,6 +41,7 @@ type persister struct {
 
 	ctx      context.Context // set by start; nil before
 	onDone   func()
+	stopCtx  func() bool // unhooks start's AfterFunc from the node's context
 	busy     bool // a worker runs
 	again    bool // something arrived while the worker was flushing (or before start)
 	finished bool // the end is stored
@@ -79,10 +80,10 @@ func (p *persister) signal() {
 // node stops), the conversation ends as failed and what is queued is written with a short
 // deadline of its own.
 func (p *persister) start(ctx context.Context, onDone func()) {
+	stop := context.AfterFunc(ctx, func() { p.end(session.EndFailed, session.Cost{}) })
 	p.mu.Lock()
-	p.ctx, p.onDone = ctx, onDone
+	p.ctx, p.onDone, p.stopCtx = ctx, onDone, stop
 	p.mu.Unlock()
-	context.AfterFunc(ctx, func() { p.end(session.EndFailed, session.Cost{}) })
 	p.signal() // the first flush: statuses and lines queued before the start
 }
 
@@ -193,8 +194,11 @@ func (p *persister) work() {
 func (p *persister) finish() {
 	p.mu.Lock()
 	p.finished, p.busy = true, false
-	onDone := p.onDone
+	onDone, stop := p.onDone, p.stopCtx
 	p.mu.Unlock()
+	if stop != nil {
+		stop() // the node's context must not keep the ended conversation alive
+	}
 	close(p.done)
 	if onDone != nil {
 		onDone()
