@@ -6,9 +6,9 @@ package codec
 // fixed array, so remembering and concealing never allocate.
 type fadeConcealer struct {
 	last     []int16 // grown to the largest frame seen (at most maxConcealFrame), not preallocated
-	n        int // samples in last
-	lost     int // consecutive frames concealed since the last good one
-	defFrame int // frame length used before any frame was decoded (20 ms)
+	n        int     // samples in last
+	lost     int     // consecutive frames concealed since the last good one
+	defFrame int     // frame length used before any frame was decoded (20 ms)
 }
 
 const (

@@ -42,9 +42,9 @@ type persister struct {
 	ctx      context.Context // set by start; nil before
 	onDone   func()
 	stopCtx  func() bool // unhooks start's AfterFunc from the node's context
-	busy     bool // a worker runs
-	again    bool // something arrived while the worker was flushing (or before start)
-	finished bool // the end is stored
+	busy     bool        // a worker runs
+	again    bool        // something arrived while the worker was flushing (or before start)
+	finished bool        // the end is stored
 
 	wake chan struct{}
 	done chan struct{} // closed once the end is stored
