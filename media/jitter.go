@@ -503,6 +503,12 @@ func (j *JitterBuffer) Pop(dst []byte) ([]byte, PopStatus) {
 		return dst, PopMissing
 	}
 
+	return j.playNextLocked(dst)
+}
+
+// playNextLocked plays the position next: its packet when held (PopPacket), else one frame to
+// conceal, with the following packet attached when it is here (PopMissing).
+func (j *JitterBuffer) playNextLocked(dst []byte) ([]byte, PopStatus) {
 	s := &j.slots[j.next&j.mask]
 	if s.ext == j.next && s.state == jbHeld {
 		off := int(j.next&j.mask) * j.maxPayload
@@ -536,16 +542,11 @@ func (j *JitterBuffer) PopNext(dst []byte) ([]byte, bool) {
 	if !j.started || !j.haveHighest {
 		return dst, false
 	}
-	s := &j.slots[j.next&j.mask]
-	if s.ext != j.next || s.state != jbHeld {
+	if s := &j.slots[j.next&j.mask]; s.ext != j.next || s.state != jbHeld {
 		return dst, false
 	}
-	off := int(j.next&j.mask) * j.maxPayload
-	dst = append(dst, j.payload[off:off+int(s.n)]...)
-	s.state = jbPlayed
-	j.next++
 	j.playing = true
-	j.st.Played++
+	dst, _ = j.playNextLocked(dst)
 	return dst, true
 }
 
@@ -561,23 +562,6 @@ func (j *JitterBuffer) PopDue(dst []byte) ([]byte, PopStatus) {
 	if !j.started || !j.haveHighest || j.highest < j.next {
 		return dst, PopEmpty
 	}
-	s := &j.slots[j.next&j.mask]
-	if s.ext == j.next && s.state == jbHeld {
-		off := int(j.next&j.mask) * j.maxPayload
-		dst = append(dst, j.payload[off:off+int(s.n)]...)
-		s.state = jbPlayed
-		j.next++
-		j.st.Played++
-		return dst, PopPacket
-	}
-	*s = jbSlot{ext: j.next, state: jbMissed}
-	j.next++
 	j.playing = true
-	j.st.Lost++
-	j.st.Concealed++
-	if f := &j.slots[j.next&j.mask]; f.ext == j.next && f.state == jbHeld {
-		off := int(j.next&j.mask) * j.maxPayload
-		dst = append(dst, j.payload[off:off+int(f.n)]...)
-	}
-	return dst, PopMissing
+	return j.playNextLocked(dst)
 }
