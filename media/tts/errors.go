@@ -1,11 +1,9 @@
 package tts
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
+
+	"github.com/parley-voice/parley/media/internal/providererr"
 )
 
 // Sentinels. A *ProviderError matches the class sentinels with errors.Is.
@@ -46,58 +44,23 @@ type ProviderError struct {
 	Err error
 }
 
-func (e *ProviderError) Error() string {
-	s := fmt.Sprintf("tts: %s %s", e.Provider, e.Op)
-	if e.Status != 0 {
-		s += fmt.Sprintf(": HTTP %d", e.Status)
-	}
-	if e.Code != "" {
-		s += " " + e.Code
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+// classes are this package's class sentinels, for the shared rules.
+var classes = providererr.Classes{Auth: ErrAuth, RateLimited: ErrRateLimited, BadRequest: ErrBadRequest, Unavailable: ErrUnavailable, Timeout: ErrTimeout}
+
+func (e *ProviderError) failure() providererr.Failure {
+	return providererr.Failure{Provider: e.Provider, Op: e.Op, Status: e.Status, Code: e.Code, Message: e.Message, Err: e.Err}
 }
+
+func (e *ProviderError) Error() string { return e.failure().Error("tts") }
 
 // Unwrap returns the cause.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
 // Is matches the class sentinels.
-func (e *ProviderError) Is(target error) bool {
-	switch target {
-	case ErrAuth:
-		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
-	case ErrRateLimited:
-		return e.Status == http.StatusTooManyRequests
-	case ErrBadRequest:
-		return e.Status >= 400 && e.Status < 500 && !e.Is(ErrAuth) && !e.Is(ErrRateLimited) && e.Status != http.StatusRequestTimeout
-	case ErrUnavailable:
-		return e.Status >= 500 || (e.Status == 0 && e.Err != nil && !e.isTimeout() && !errors.Is(e.Err, ErrBadRequest) && !errors.Is(e.Err, context.Canceled))
-	case ErrTimeout:
-		return e.Status == http.StatusRequestTimeout || e.isTimeout()
-	}
-	return false
-}
-
-func (e *ProviderError) isTimeout() bool {
-	if e.Err == nil {
-		return false
-	}
-	if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, ErrTimeout) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
-}
+func (e *ProviderError) Is(target error) bool { return e.failure().Is(&classes, target) }
 
 // Temporary reports whether retrying may succeed: 5xx, 429, 408, timeouts and network errors.
-func (e *ProviderError) Temporary() bool {
-	return e.Is(ErrUnavailable) || e.Is(ErrRateLimited) || e.Is(ErrTimeout)
-}
+func (e *ProviderError) Temporary() bool { return e.failure().Temporary(&classes) }
 
 // retryable reports whether err is a temporary provider failure.
 func retryable(err error) bool {
