@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
@@ -91,7 +93,7 @@ func bodyLimit(n int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > n {
-				problem.Write(w, r, nil, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+				problem.Write(w, r, nil, fault.New(http.StatusRequestEntityTooLarge, "body_too_large",
 					fmt.Sprintf("The request body is larger than %d bytes.", n)))
 				return
 			}

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/jsoncheck"
-	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -101,7 +102,7 @@ func channelsOf(d *agentdef.Definition) []string {
 // errAgentNotFound is the 404 of an agent the key does not reach, the same whether the agent
 // is missing, deleted or in a project outside the key's reach.
 func errAgentNotFound(id string) error {
-	return apiError(CodeAgentNotFound, "No agent %s is reachable with this key.", quoteID(id))
+	return fault.E(fault.CodeAgentNotFound, "No agent %s is reachable with this key.", quoteID(id))
 }
 
 func quoteID(id string) string {
@@ -130,7 +131,7 @@ func reachableAgent(r *http.Request, q *store.Queries) (store.Agent, error) {
 func reachableProject(r *http.Request, q *store.Queries, raw string) (store.Project, error) {
 	p := PrincipalFrom(r.Context())
 	id, err := store.ParseID[store.ProjectID](raw)
-	notFound := apiError(CodeProjectNotFound, "No project %s is reachable with this key.", quoteID(raw))
+	notFound := fault.E(fault.CodeProjectNotFound, "No project %s is reachable with this key.", quoteID(raw))
 	if err != nil {
 		return store.Project{}, notFound
 	}
@@ -148,7 +149,7 @@ func writableProject(r *http.Request, q *store.Queries, id store.ProjectID) erro
 		return err
 	}
 	if pr.Frozen {
-		return apiError(CodeProjectFrozen, "The project %s is frozen: its objects cannot be changed.", pr.Name)
+		return fault.E(fault.CodeProjectFrozen, "The project %s is frozen: its objects cannot be changed.", pr.Name)
 	}
 	return nil
 }
@@ -173,7 +174,7 @@ func parseDefinition(c *call) (*agentdef.Definition, error) {
 		for i, p := range ve.Problems {
 			ps[i] = jsoncheck.Problem{Pointer: "/definition" + p.Pointer, Code: p.Code, Detail: p.Detail}
 		}
-		return nil, invalid(CodeInvalidDefinition, ps)
+		return nil, invalid(fault.CodeInvalidDefinition, ps)
 	}
 	return def, err
 }
@@ -196,7 +197,7 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request) error {
 	}
 	if pg.after != "" {
 		if f.AfterID, err = store.ParseID[store.AgentID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	agents, err := a.Store.ListAgents(ctx, f)
@@ -229,7 +230,7 @@ func (a *API) createAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if pr.Frozen {
-		return apiError(CodeProjectFrozen, "The project %s is frozen: no agent can be made in it.", pr.Name)
+		return fault.E(fault.CodeProjectFrozen, "The project %s is frozen: no agent can be made in it.", pr.Name)
 	}
 	unique := body.Name == nil
 	if !unique {
@@ -276,7 +277,7 @@ func (a *API) createAgent(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return apiError(CodeAgentNameTaken, "The project already has an agent named %q; choose another name.", def.Agent.Name)
+		return fault.E(fault.CodeAgentNameTaken, "The project already has an agent named %q; choose another name.", def.Agent.Name)
 	}
 	return err
 }
@@ -366,11 +367,11 @@ func (a *API) replaceAgentDefinition(w http.ResponseWriter, r *http.Request) err
 			return 0, nil, err
 		}
 		if string(def.Agent.Kind) != ag.Kind {
-			return 0, nil, mismatch(CodeKindMismatch, "/definition/agent/kind", "kind_mismatch",
+			return 0, nil, mismatch(fault.CodeKindMismatch, "/definition/agent/kind", "kind_mismatch",
 				fmt.Sprintf("The definition is for a %s agent; this agent is %s. Its kind cannot change: create another agent instead.", def.Agent.Kind, ag.Kind))
 		}
 		if string(def.Agent.Direction) != ag.Direction {
-			return 0, nil, mismatch(CodeDirectionMismatch, "/definition/agent/direction", "direction_mismatch",
+			return 0, nil, mismatch(fault.CodeDirectionMismatch, "/definition/agent/direction", "direction_mismatch",
 				fmt.Sprintf("The definition is for an %s agent; this agent is %s. Its direction cannot change: create another agent instead.", def.Agent.Direction, ag.Direction))
 		}
 		def.Agent.Name = ag.Name
@@ -384,7 +385,7 @@ func (a *API) replaceAgentDefinition(w http.ResponseWriter, r *http.Request) err
 		changed, err := tx.ChangeAgent(r.Context(), ag.ID, store.AgentChange{Name: &def.Agent.Name, Description: def.Agent.Description,
 			Channels: channelsOf(def), Definition: raw})
 		if errors.Is(err, store.ErrConflict) {
-			return 0, nil, apiError(CodeAgentNameTaken, "The project already has an agent named %q; choose another name.", def.Agent.Name)
+			return 0, nil, fault.E(fault.CodeAgentNameTaken, "The project already has an agent named %q; choose another name.", def.Agent.Name)
 		}
 		if err != nil {
 			return 0, nil, err
@@ -406,8 +407,8 @@ func (a *API) replaceAgentDefinition(w http.ResponseWriter, r *http.Request) err
 }
 
 func mismatch(code, pointer, fieldCode, detail string) error {
-	e := apiError(code, "%s", detail)
-	e.Errors = []problem.FieldError{{Pointer: pointer, Code: fieldCode, Detail: detail}}
+	e := fault.E(code, "%s", detail)
+	e.Errors = []fault.FieldError{{Pointer: pointer, Code: fieldCode, Detail: detail}}
 	return e
 }
 
@@ -471,7 +472,7 @@ func (a *API) listAgentVersions(w http.ResponseWriter, r *http.Request) error {
 	f := store.VersionFilter{AgentID: ag.ID, Limit: pg.limit + 1}
 	if pg.after != "" {
 		if f.BeforeVersion, err = strconv.Atoi(pg.after); err != nil || f.BeforeVersion < 1 {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	vs, err := a.Store.ListAgentVersions(r.Context(), f)
@@ -495,7 +496,7 @@ func (a *API) getAgentVersionDefinition(w http.ResponseWriter, r *http.Request) 
 	}
 	raw := pathParam(r, "version")
 	n, err := strconv.Atoi(raw)
-	notFound := apiError(CodeVersionNotFound, "Agent %s has no published version %s.", ag.ID, quoteID(raw))
+	notFound := fault.E(fault.CodeVersionNotFound, "Agent %s has no published version %s.", ag.ID, quoteID(raw))
 	if err != nil || n < 1 || strconv.Itoa(n) != raw {
 		return notFound
 	}

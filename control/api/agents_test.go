@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -119,7 +121,7 @@ func testPublishAndVersions(t *testing.T, e engine) {
 	if len(empty.JSON["data"].([]any)) != 0 {
 		t.Fatalf("versions before publishing: %s", empty)
 	}
-	w.fails(t, 404, CodeVersionNotFound, req{method: "GET", path: "/v1/agents/" + id + "/versions/1/definition", key: kLive})
+	w.fails(t, 404, fault.CodeVersionNotFound, req{method: "GET", path: "/v1/agents/" + id + "/versions/1/definition", key: kLive})
 	v1 := w.must(t, 201, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive})
 	if v1.JSON["version"] != float64(1) || v1.Str("note") != "" || v1.Str("object") != "agent_version" || v1.Str("agent_id") != id {
 		t.Fatalf("publish 1: %s", v1)
@@ -163,9 +165,9 @@ func testPublishAndVersions(t *testing.T, e engine) {
 	}
 	// A cursor of one agent's versions does not page another's.
 	other := w.createAgent(t, string(w.p1.ID), "Other", "faq").Str("id")
-	w.fails(t, 422, CodeCursorMismatch, req{method: "GET", path: "/v1/agents/" + other + "/versions?cursor=" + p1.Str("next_cursor"), key: kLive})
+	w.fails(t, 422, fault.CodeCursorMismatch, req{method: "GET", path: "/v1/agents/" + other + "/versions?cursor=" + p1.Str("next_cursor"), key: kLive})
 	for _, bad := range []string{"0", "6", "x", "01"} {
-		w.fails(t, 404, CodeVersionNotFound, req{method: "GET", path: "/v1/agents/" + id + "/versions/" + bad + "/definition", key: kLive})
+		w.fails(t, 404, fault.CodeVersionNotFound, req{method: "GET", path: "/v1/agents/" + id + "/versions/" + bad + "/definition", key: kLive})
 	}
 }
 
@@ -184,8 +186,8 @@ func testDeleteAgent(t *testing.T, e engine) {
 	if del.JSON["deleted"] != true || del.Str("id") != id || del.Str("object") != "agent" || del.Str("purges_at") != "2031-03-05T04:05:06Z" {
 		t.Fatalf("deleted: %s", del)
 	}
-	w.fails(t, 404, CodeAgentNotFound, req{method: "GET", path: "/v1/agents/" + id, key: kLive})
-	w.fails(t, 404, CodeAgentNotFound, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: "/v1/agents/" + id, key: kLive})
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
 	if l := w.must(t, 200, req{method: "GET", path: "/v1/agents?status=archived", key: kLive}); len(l.JSON["data"].([]any)) != 0 {
 		t.Fatalf("a deleted agent is listed: %s", l)
 	}
@@ -216,6 +218,6 @@ func testAgentKinds(t *testing.T, e engine) {
 	if d := l.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["name"] == "K" {
 		t.Fatalf("list: %s", l)
 	}
-	w.fails(t, 422, CodeInvalidDefinition, req{method: "POST", path: "/v1/agents", key: kNarrow, body: map[string]any{"project_id": w.p1.ID,
+	w.fails(t, 422, fault.CodeInvalidDefinition, req{method: "POST", path: "/v1/agents", key: kNarrow, body: map[string]any{"project_id": w.p1.ID,
 		"definition": definition("K", "form_filling", "inbound", func(a map[string]any) { delete(a, "collected") })}}).hasError(t, "/definition/agent/collected", "required")
 }

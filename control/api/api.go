@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/parley-voice/parley/control/bus"
@@ -60,12 +62,12 @@ func (a *API) Routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(a.gate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		a.fail(w, r, apiError(CodeRouteNotFound, "There is no operation at %s %s.", r.Method, r.URL.Path))
+		a.fail(w, r, fault.E(fault.CodeRouteNotFound, "There is no operation at %s %s.", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		allow := allowedMethods(r.URL.Path)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		a.fail(w, r, apiError(CodeMethodNotAllowed, "%s does not take %s; it takes %s.", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+		a.fail(w, r, fault.E(fault.CodeMethodNotAllowed, "%s does not take %s; it takes %s.", r.URL.Path, r.Method, strings.Join(allow, ", ")))
 	})
 	for _, op := range operations() {
 		r.Method(op.Method, op.Path, a.handler(op))
@@ -105,10 +107,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away; nobody reads the answer
 	}
-	var pe *problem.Error
+	var pe *fault.Error
 	if !errors.As(err, &pe) && errors.Is(err, store.ErrInvalid) {
 		// The schemas catch what the store refuses; this is the net under them.
-		err = &problem.Error{Status: 422, Code: CodeValidationFailed, Detail: "The request does not fit: " + strings.TrimPrefix(err.Error(), "store: "), Cause: err}
+		err = &fault.Error{Status: 422, Code: fault.CodeValidationFailed, Detail: "The request does not fit: " + strings.TrimPrefix(err.Error(), "store: "), Cause: err}
 	}
 	problem.Write(w, r, a.Log, err)
 }
@@ -164,7 +166,7 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, fn func(tx *store.T
 		if done, rerr := a.replay(w, r, c, c.idem); done || rerr != nil {
 			return rerr
 		}
-		return apiError(CodeIdempotencyInUse, "A request with this Idempotency-Key is still being processed; retry when it has finished.")
+		return fault.E(fault.CodeIdempotencyInUse, "A request with this Idempotency-Key is still being processed; retry when it has finished.")
 	}
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parley-voice/parley/control/fault"
 )
 
 // scenario is one end-to-end test, run on each store.
@@ -57,9 +59,9 @@ func TestAPI(t *testing.T) {
 		}
 	}
 	var missing []string
-	for _, c := range sortedCodes() {
+	for _, c := range fault.Sorted() {
 		switch {
-		case c == CodeInternal, c == CodeServiceUnavailable, !listed[c]:
+		case c == fault.CodeInternal, c == fault.CodeServiceUnavailable, !listed[c]:
 			continue
 		}
 		seen := false

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
 )
@@ -42,16 +44,6 @@ func PrincipalFrom(ctx context.Context) *Principal {
 	return p
 }
 
-// Codes of the 401 causes: the same status, a distinct code each.
-const (
-	CodeMissingKey   = "missing_api_key"
-	CodeMalformedKey = "malformed_api_key"
-	CodeUnknownKey   = "unknown_api_key"
-	CodeRevokedKey   = "revoked_api_key"
-	CodeExpiredKey   = "expired_api_key"
-	CodeLiveBrowser  = "live_key_in_browser"
-)
-
 var keyPattern = regexp.MustCompile(`^sk_(live|test)_[A-Za-z0-9]{20,128}$`)
 
 // Authenticator checks the bearer key of every request it wraps.
@@ -66,7 +58,7 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := a.authenticate(r)
 		if err != nil {
-			if pe := (*problem.Error)(nil); errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
+			if pe := (*fault.Error)(nil); errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 			}
 			problem.Write(w, r, a.Log, err)
@@ -77,22 +69,22 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 }
 
 func unauthorized(code, detail string) error {
-	return problem.New(http.StatusUnauthorized, code, detail)
+	return fault.New(http.StatusUnauthorized, code, detail)
 }
 
 func (a *Authenticator) authenticate(r *http.Request) (*Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return nil, unauthorized(CodeMissingKey, "Send your API key as Authorization: Bearer <key>.")
+		return nil, unauthorized(fault.CodeMissingKey, "Send your API key as Authorization: Bearer <key>.")
 	}
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !keyPattern.MatchString(strings.TrimSpace(secret)) {
-		return nil, unauthorized(CodeMalformedKey, "The Authorization header must be Bearer sk_live_… or Bearer sk_test_….")
+		return nil, unauthorized(fault.CodeMalformedKey, "The Authorization header must be Bearer sk_live_… or Bearer sk_test_….")
 	}
 	secret = strings.TrimSpace(secret)
 	key, err := a.Store.LookupKey(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, unauthorized(CodeUnknownKey, "This API key is not known.")
+		return nil, unauthorized(fault.CodeUnknownKey, "This API key is not known.")
 	}
 	if err != nil {
 		return nil, err
@@ -102,13 +94,13 @@ func (a *Authenticator) authenticate(r *http.Request) (*Principal, error) {
 		now = a.Now()
 	}
 	if key.Revoked() {
-		return nil, unauthorized(CodeRevokedKey, "This API key has been revoked.")
+		return nil, unauthorized(fault.CodeRevokedKey, "This API key has been revoked.")
 	}
 	if key.Expired(now) {
-		return nil, unauthorized(CodeExpiredKey, "This API key has expired.")
+		return nil, unauthorized(fault.CodeExpiredKey, "This API key has expired.")
 	}
 	if key.Mode == store.ModeLive && fromBrowser(r) {
-		return nil, problem.New(http.StatusForbidden, CodeLiveBrowser,
+		return nil, fault.New(http.StatusForbidden, fault.CodeLiveBrowser,
 			"A live key must not be sent from a browser; call the API from your server, or use a test key while developing.")
 	}
 	org, err := a.Store.GetOrg(r.Context(), key.OrgID)

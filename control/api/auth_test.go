@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -64,14 +66,14 @@ func TestAuthentication(t *testing.T) {
 	}{
 		{"live ok", "Bearer " + live, nil, false, 200, ""},
 		{"test ok", "Bearer " + test, nil, false, 200, ""},
-		{"missing", "", nil, false, 401, CodeMissingKey},
-		{"wrong scheme", "Basic " + live, nil, false, 401, CodeMalformedKey},
-		{"mistyped", "Bearer sk_live_short", nil, false, 401, CodeMalformedKey},
-		{"unknown", "Bearer sk_live_" + "Z1234567890123456789012345678901234567890", nil, false, 401, CodeUnknownKey},
-		{"revoked", "Bearer " + revoked, nil, false, 401, CodeRevokedKey},
-		{"expired", "Bearer " + live, nil, true, 401, CodeExpiredKey},
-		{"live from browser (Origin)", "Bearer " + live, map[string]string{"Origin": "https://shop.example"}, false, 403, CodeLiveBrowser},
-		{"live from browser (navigate)", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "navigate"}, false, 403, CodeLiveBrowser},
+		{"missing", "", nil, false, 401, fault.CodeMissingKey},
+		{"wrong scheme", "Basic " + live, nil, false, 401, fault.CodeMalformedKey},
+		{"mistyped", "Bearer sk_live_short", nil, false, 401, fault.CodeMalformedKey},
+		{"unknown", "Bearer sk_live_" + "Z1234567890123456789012345678901234567890", nil, false, 401, fault.CodeUnknownKey},
+		{"revoked", "Bearer " + revoked, nil, false, 401, fault.CodeRevokedKey},
+		{"expired", "Bearer " + live, nil, true, 401, fault.CodeExpiredKey},
+		{"live from browser (Origin)", "Bearer " + live, map[string]string{"Origin": "https://shop.example"}, false, 403, fault.CodeLiveBrowser},
+		{"live from browser (navigate)", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "navigate"}, false, 403, fault.CodeLiveBrowser},
 		{"live with same-origin fetch", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "same-origin"}, false, 200, ""},
 		{"test from browser", "Bearer " + test, map[string]string{"Origin": "https://shop.example"}, false, 200, ""},
 	}

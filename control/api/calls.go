@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/problem"
@@ -78,20 +80,20 @@ func (a *API) checkStart(ctx context.Context, q *store.Queries, who caller, valu
 	cs.agent = ag
 	switch {
 	case sc.direction == "outbound" && ag.Direction != "outbound":
-		return cs, apiError(CodeAgentNotOutbound, "Agent %s answers calls; it does not place them. Use an outbound agent.", ag.Name)
+		return cs, fault.E(fault.CodeAgentNotOutbound, "Agent %s answers calls; it does not place them. Use an outbound agent.", ag.Name)
 	case sc.direction == "inbound" && ag.Direction != "inbound":
-		return cs, apiError(CodeAgentNotInbound, "Agent %s places calls; it does not answer them. Use an inbound agent.", ag.Name)
+		return cs, fault.E(fault.CodeAgentNotInbound, "Agent %s places calls; it does not answer them. Use an inbound agent.", ag.Name)
 	case ag.Status != store.AgentPublished:
-		return cs, apiError(CodeAgentNotPublished, "Agent %s is not published: publish it (POST /v1/agents/%s/publish) before it takes part in conversations.", ag.Name, ag.ID)
+		return cs, fault.E(fault.CodeAgentNotPublished, "Agent %s is not published: publish it (POST /v1/agents/%s/publish) before it takes part in conversations.", ag.Name, ag.ID)
 	case !slices.Contains(ag.Channels, string(sc.channel)):
-		return cs, apiError(CodeChannelDisabled, "Agent %s does not take the %s channel; add it to the definition's channels.", ag.Name, sc.channel)
+		return cs, fault.E(fault.CodeChannelDisabled, "Agent %s does not take the %s channel; add it to the definition's channels.", ag.Name, sc.channel)
 	}
 	pr, err := q.GetProject(ctx, ag.ProjectID)
 	if err != nil {
 		return cs, err
 	}
 	if pr.Frozen {
-		return cs, apiError(CodeProjectFrozen, "The project %s is frozen: it starts no conversation.", pr.Name)
+		return cs, fault.E(fault.CodeProjectFrozen, "The project %s is frozen: it starts no conversation.", pr.Name)
 	}
 	var ps []jsoncheck.Problem
 	if v, ok := obj["agent_version"].(json.Number); ok {
@@ -102,7 +104,7 @@ func (a *API) checkStart(ctx context.Context, q *store.Queries, who caller, valu
 	}
 	cs.def, err = runtime.LoadDefinition(ctx, q, ag, cs.version)
 	if errors.Is(err, runtime.ErrVersionNotFound) {
-		return cs, invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/agent_version", Code: "invalid_value",
+		return cs, invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/agent_version", Code: "invalid_value",
 			Detail: fmt.Sprintf("Agent %s has no published version %d.", ag.Name, cs.version)}})
 	}
 	if err != nil {
@@ -132,7 +134,7 @@ func (a *API) checkStart(ctx context.Context, q *store.Queries, who caller, valu
 	}
 	if len(ps) > 0 {
 		slices.SortFunc(ps, func(a, b jsoncheck.Problem) int { return strings.Compare(a.Pointer, b.Pointer) })
-		return cs, invalid(CodeValidationFailed, ps)
+		return cs, invalid(fault.CodeValidationFailed, ps)
 	}
 	if cs.variables, err = json.Marshal(vars); err != nil {
 		return cs, err
@@ -151,7 +153,7 @@ func (a *API) checkStart(ctx context.Context, q *store.Queries, who caller, valu
 			return cs, err
 		}
 		if org.CreditMicros <= 0 {
-			return cs, apiError(CodeCreditExhausted, "The organization's credit is used up (%s USD); add credit to start conversations.", formatUSD(org.CreditMicros))
+			return cs, fault.E(fault.CodeCreditExhausted, "The organization's credit is used up (%s USD); add credit to start conversations.", formatUSD(org.CreditMicros))
 		}
 	}
 	return cs, nil
@@ -205,7 +207,7 @@ func (a *API) checkCall(ctx context.Context, q *store.Queries, who caller, value
 			cs.from = nums[i]
 		}
 	case len(nums) == 0:
-		return cs, apiError(CodeNoNumberToCallFrom, "Agent %s has no phone number to call from; assign one (PATCH /v1/phone-numbers/{id}).", cs.agent.Name)
+		return cs, fault.E(fault.CodeNoNumberToCallFrom, "Agent %s has no phone number to call from; assign one (PATCH /v1/phone-numbers/{id}).", cs.agent.Name)
 	default:
 		cs.from = nums[0]
 	}
@@ -217,12 +219,12 @@ func (a *API) checkCall(ctx context.Context, q *store.Queries, who caller, value
 		cs.window = w
 	}
 	if len(ps) > 0 {
-		return cs, invalid(CodeValidationFailed, ps)
+		return cs, invalid(fault.CodeValidationFailed, ps)
 	}
 	if on, err := q.OnDoNotCall(ctx, who.org.ID, body.ToNumber); err != nil {
 		return cs, err
 	} else if on {
-		return cs, apiError(CodeDoNotCall, "%s is on the organization's do-not-call list.", body.ToNumber)
+		return cs, fault.E(fault.CodeDoNotCall, "%s is on the organization's do-not-call list.", body.ToNumber)
 	}
 	if openNow && cs.window != nil {
 		if opens, ok := cs.window.NextOpening(now); ok && !opens.Equal(now) {
@@ -234,7 +236,7 @@ func (a *API) checkCall(ctx context.Context, q *store.Queries, who caller, value
 
 // outsideWindow is the 422 of a call outside its window, naming when it opens.
 func outsideWindow(opens time.Time) error {
-	e := apiError(CodeOutsideCallWindow, "The call is outside its call_window, which opens at %s (%s).", opens.Format(time.RFC3339), opens.UTC().Format(time.RFC3339))
+	e := fault.E(fault.CodeOutsideCallWindow, "The call is outside its call_window, which opens at %s (%s).", opens.Format(time.RFC3339), opens.UTC().Format(time.RFC3339))
 	e.Extra = map[string]any{"opens_at": opens.Format(time.RFC3339)}
 	return e
 }
@@ -365,17 +367,17 @@ func (a *API) createTestInboundCall(w http.ResponseWriter, r *http.Request) erro
 	var number *store.PhoneNumber
 	switch {
 	case (body.AgentID == nil) == (body.ToNumber == nil):
-		return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "", Code: "required", Detail: "Name the agent (agent_id) or the number called (to_number), one of them."}})
+		return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "", Code: "required", Detail: "Name the agent (agent_id) or the number called (to_number), one of them."}})
 	case body.ToNumber != nil:
 		n, err := a.Store.FindPhoneNumber(ctx, *body.ToNumber)
 		if errors.Is(err, store.ErrNotFound) || err == nil && (n.OrgID != c.p.Org.ID || !c.p.Key.Reaches(n.ProjectID)) {
-			return apiError(CodePhoneNumberNotFound, "No phone number %s is reachable with this key.", quoteID(*body.ToNumber))
+			return fault.E(fault.CodePhoneNumberNotFound, "No phone number %s is reachable with this key.", quoteID(*body.ToNumber))
 		}
 		if err != nil {
 			return err
 		}
 		if n.AgentID == "" {
-			return apiError(CodeAgentNotFound, "Number %s has no agent to answer it.", n.Number)
+			return fault.E(fault.CodeAgentNotFound, "Number %s has no agent to answer it.", n.Number)
 		}
 		number = &n
 		obj["agent_id"] = string(n.AgentID)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
@@ -47,7 +49,7 @@ func testTestKeyCall(t *testing.T, e engine) {
 		t.Fatal("a test call reached the dialer")
 	}
 	// A live key does not see test conversations.
-	w.fails(t, 404, CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id, key: kLive})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id, key: kLive})
 	w.waitStatus(t, kTest, id, "in_progress")
 	say := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + id + "/say", key: kTest, body: map[string]any{"text": "A word from the supervisor."}})
 	note := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + id + "/notes", key: kTest, body: map[string]any{"text": "VIP", "visible_to_agent": true}})
@@ -58,7 +60,7 @@ func testTestKeyCall(t *testing.T, e engine) {
 			return g.Str("status") == "done"
 		})
 	}
-	w.fails(t, 404, CodeCommandNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/commands/" + agent, key: kTest})
+	w.fails(t, 404, fault.CodeCommandNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/commands/" + agent, key: kTest})
 	lines := w.liveLines(t, kTest, id)
 	all := strings.Join(lineTexts(lines), "\n")
 	for _, want := range []string{"agent: Hello Ada, how can I help?", "user: Hello?", "agent: You said: Hello?", "agent: A word from the supervisor.", "note: VIP", "user: Thank you, goodbye."} {
@@ -82,9 +84,9 @@ func testTestKeyCall(t *testing.T, e engine) {
 	ctx := context.Background()
 	_, narrow, _ := w.st.CreateKey(ctx, store.NewKey{OrgID: w.org.ID, Name: "no-transcripts", Test: true, Scopes: []string{"conversations:read"}, AllProjects: true})
 	w.keys["no-transcripts"] = narrow
-	w.fails(t, 403, CodeMissingPermission, req{method: "GET", path: "/v1/conversations/" + id + "?include=transcript", key: "no-transcripts"})
-	w.fails(t, 403, CodeMissingPermission, req{method: "GET", path: "/v1/conversations/" + id + "?include=cost", key: "no-transcripts"})
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "?include=everything", key: kTest})
+	w.fails(t, 403, fault.CodeMissingPermission, req{method: "GET", path: "/v1/conversations/" + id + "?include=transcript", key: "no-transcripts"})
+	w.fails(t, 403, fault.CodeMissingPermission, req{method: "GET", path: "/v1/conversations/" + id + "?include=cost", key: "no-transcripts"})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "?include=everything", key: kTest})
 	for _, q := range []string{"?channel=phone&direction=outbound&status=ended", "?external_id=ext-1", "?agent_id=" + agent, "?created_after=2000-01-01T00:00:00Z&created_before=2100-01-01T00:00:00Z", "?project_id=" + string(w.p1.ID)} {
 		l := w.must(t, 200, req{method: "GET", path: "/v1/conversations" + q, key: kTest})
 		if d := l.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["id"] != id {
@@ -97,16 +99,16 @@ func testTestKeyCall(t *testing.T, e engine) {
 	if l := w.must(t, 200, req{method: "GET", path: "/v1/conversations", key: kLive}); len(l.JSON["data"].([]any)) != 0 {
 		t.Fatalf("the live key lists test conversations: %s", l)
 	}
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/conversations?created_after=yesterday", key: kTest})
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "/live?wait=31", key: kTest})
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "/live?after=-1", key: kTest})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/conversations?created_after=yesterday", key: kTest})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "/live?wait=31", key: kTest})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/conversations/" + id + "/live?after=-1", key: kTest})
 	// Ended: steering is refused; the live transcript answers at once, ended.
-	w.fails(t, 409, CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/say", key: kTest, body: map[string]any{"text": "late"}})
-	w.fails(t, 409, CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/end", key: kTest})
+	w.fails(t, 409, fault.CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/say", key: kTest, body: map[string]any{"text": "late"}})
+	w.fails(t, 409, fault.CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/end", key: kTest})
 	if l := w.must(t, 200, req{method: "GET", path: "/v1/conversations/" + id + "/live?after=" + fmt.Sprint(len(lines)) + "&wait=30", key: kTest}); l.JSON["ended"] != true || len(l.JSON["lines"].([]any)) != 0 {
 		t.Fatalf("live after the end: %s", l)
 	}
-	w.fails(t, 404, CodeRecordingNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kTest})
+	w.fails(t, 404, fault.CodeRecordingNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kTest})
 	evs, _ := w.st.ListEvents(ctx, w.org.ID, store.ModeTest, "", 10)
 	if len(evs) != 1 || evs[0].Type != "conversation.ended" {
 		t.Fatalf("events %+v", evs)
@@ -119,7 +121,7 @@ func testTestKeyCall(t *testing.T, e engine) {
 		w.waitStatus(t, kTest, cid, "in_progress")
 		var body any
 		if step.path == "/transfer" {
-			w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + cid + "/transfer", key: kTest, body: map[string]any{"destination": "the desk"}})
+			w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + cid + "/transfer", key: kTest, body: map[string]any{"destination": "the desk"}})
 			body = map[string]any{"destination": "sip:desk@pbx.example.com", "mode": "cold"}
 		}
 		w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + cid + step.path, key: kTest, body: body})
@@ -146,20 +148,20 @@ func testCallChecks(t *testing.T, e engine) {
 		}
 		return req{method: "POST", path: "/v1/calls", key: key, header: idem(idemKey), body: b}
 	}
-	w.fails(t, 400, CodeIdempotencyMissing, req{method: "POST", path: "/v1/calls", key: kLive, body: map[string]any{"agent_id": agent, "to_number": "+14155550100"}})
-	w.fails(t, 402, CodeCreditExhausted, call(kLive, "k1", nil))
+	w.fails(t, 400, fault.CodeIdempotencyMissing, req{method: "POST", path: "/v1/calls", key: kLive, body: map[string]any{"agent_id": agent, "to_number": "+14155550100"}})
+	w.fails(t, 402, fault.CodeCreditExhausted, call(kLive, "k1", nil))
 	w.credit(t, 10)
-	w.fails(t, 404, CodeAgentNotFound, call(kLive, "k2", map[string]any{"agent_id": "0190a6f0-0000-7000-8000-000000000000"}))
+	w.fails(t, 404, fault.CodeAgentNotFound, call(kLive, "k2", map[string]any{"agent_id": "0190a6f0-0000-7000-8000-000000000000"}))
 	inbound := w.publishedAgent(t, w.p1.ID, "Answerer", "inbound", channels("phone"))
-	w.fails(t, 409, CodeAgentNotOutbound, call(kLive, "k3", map[string]any{"agent_id": inbound}))
+	w.fails(t, 409, fault.CodeAgentNotOutbound, call(kLive, "k3", map[string]any{"agent_id": inbound}))
 	draft := w.must(t, 201, req{method: "POST", path: "/v1/agents", key: kLive, body: map[string]any{"project_id": w.p1.ID, "definition": definition("Draft", "custom", "outbound", channels("phone"))}}).Str("id")
-	w.fails(t, 409, CodeAgentNotPublished, call(kLive, "k4", map[string]any{"agent_id": draft}))
+	w.fails(t, 409, fault.CodeAgentNotPublished, call(kLive, "k4", map[string]any{"agent_id": draft}))
 	chatOnly := w.publishedAgent(t, w.p1.ID, "Chatty", "outbound", channels("chat"))
-	w.fails(t, 409, CodeChannelDisabled, call(kLive, "k5", map[string]any{"agent_id": chatOnly}))
+	w.fails(t, 409, fault.CodeChannelDisabled, call(kLive, "k5", map[string]any{"agent_id": chatOnly}))
 	noNumber := w.publishedAgent(t, w.p1.ID, "Numberless", "outbound", channels("phone"))
-	w.fails(t, 409, CodeNoNumberToCallFrom, call(kLive, "k6", map[string]any{"agent_id": noNumber}))
+	w.fails(t, 409, fault.CodeNoNumberToCallFrom, call(kLive, "k6", map[string]any{"agent_id": noNumber}))
 	w.st.AddDoNotCall(ctx, w.org.ID, "+14155550199", "asked")
-	w.fails(t, 409, CodeDoNotCall, call(kLive, "k7", map[string]any{"to_number": "+14155550199"}))
+	w.fails(t, 409, fault.CodeDoNotCall, call(kLive, "k7", map[string]any{"to_number": "+14155550199"}))
 	// 422: each place that does not fit is named.
 	checks := []struct {
 		body  map[string]any
@@ -187,15 +189,15 @@ func testCallChecks(t *testing.T, e engine) {
 	now := time.Now().UTC()
 	start := now.Add(2 * time.Hour)
 	win := map[string]any{"timezone": "UTC", "start": start.Format("15:04"), "end": start.Add(time.Hour).Format("15:04")}
-	r := w.fails(t, 422, CodeOutsideCallWindow, call(kLive, "w1", map[string]any{"call_window": win}))
+	r := w.fails(t, 422, fault.CodeOutsideCallWindow, call(kLive, "w1", map[string]any{"call_window": win}))
 	opens, err := time.Parse(time.RFC3339, r.Str("opens_at"))
 	if err != nil || opens.Sub(now) < time.Hour || opens.Sub(now) > 3*time.Hour || !strings.Contains(r.Str("detail"), "opens") {
 		t.Fatalf("outside window: %s", r)
 	}
 	// The frozen project, and a body over 64 KB.
-	w.fails(t, 413, CodeBodyTooLarge, call(kLive, "big", map[string]any{"metadata": map[string]any{"x": strings.Repeat("a", 70<<10)}}))
+	w.fails(t, 413, fault.CodeBodyTooLarge, call(kLive, "big", map[string]any{"metadata": map[string]any{"x": strings.Repeat("a", 70<<10)}}))
 	w.st.SetProjectFrozen(ctx, w.p1.ID, true)
-	w.fails(t, 409, CodeProjectFrozen, call(kLive, "frozen", nil))
+	w.fails(t, 409, fault.CodeProjectFrozen, call(kLive, "frozen", nil))
 	w.st.SetProjectFrozen(ctx, w.p1.ID, false)
 	// The concurrent-call limit (1): a call that rings holds the slot.
 	w.dialer.set(func(d *fakeDialer) { d.hold = true })
@@ -204,21 +206,21 @@ func testCallChecks(t *testing.T, e engine) {
 		t.Fatalf("pinned version: %s", held)
 	}
 	w.waitStatus(t, kLive, held.Str("id"), "ringing")
-	w.fails(t, 429, CodeTooManyCalls, call(kLive, "second", nil))
+	w.fails(t, 429, fault.CodeTooManyCalls, call(kLive, "second", nil))
 	// It cannot be steered before it is answered; ending it cancels the dial and frees the slot.
-	w.fails(t, 409, CodeConversationNotLive, req{method: "POST", path: "/v1/conversations/" + held.Str("id") + "/say", key: kLive, body: map[string]any{"text": "hi"}})
-	w.fails(t, 409, CodeConversationNotLive, req{method: "POST", path: "/v1/conversations/" + held.Str("id") + "/listen", key: kLive})
-	w.fails(t, 409, CodeCallInProgress, req{method: "DELETE", path: "/v1/conversations/" + held.Str("id"), key: kLive})
+	w.fails(t, 409, fault.CodeConversationNotLive, req{method: "POST", path: "/v1/conversations/" + held.Str("id") + "/say", key: kLive, body: map[string]any{"text": "hi"}})
+	w.fails(t, 409, fault.CodeConversationNotLive, req{method: "POST", path: "/v1/conversations/" + held.Str("id") + "/listen", key: kLive})
+	w.fails(t, 409, fault.CodeCallInProgress, req{method: "DELETE", path: "/v1/conversations/" + held.Str("id"), key: kLive})
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + held.Str("id") + "/end", key: kLive})
 	w.waitStatus(t, kLive, held.Str("id"), "ended")
 	// The trunk cannot be reached: 502, and the attempt is recorded as failed.
 	w.dialer.set(func(d *fakeDialer) {
 		d.hold, d.fail = false, &runtime.DialFailure{Reason: session.EndFailed, Unreachable: true, Detail: "connection refused"}
 	})
-	w.fails(t, 502, CodeUpstreamUnreachable, call(kLive, "down", nil))
+	w.fails(t, 502, fault.CodeUpstreamUnreachable, call(kLive, "down", nil))
 	// No trunk on the media node: 501.
 	w.dialer.set(func(d *fakeDialer) { d.fail, d.trunks = nil, map[string]bool{} })
-	w.fails(t, 501, CodePhoneUnavailable, call(kLive, "notrunk", nil))
+	w.fails(t, 501, fault.CodePhoneUnavailable, call(kLive, "notrunk", nil))
 }
 
 // testCallIdempotency: the same key returns the same conversation and dials once.
@@ -237,7 +239,7 @@ func testCallIdempotency(t *testing.T, e engine) {
 		t.Fatalf("dialled %d times", n)
 	}
 	body["to_number"] = "+14155550101"
-	w.fails(t, 422, CodeIdempotencyReused, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("same"), body: body})
+	w.fails(t, 422, fault.CodeIdempotencyReused, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("same"), body: body})
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + first.Str("id") + "/end", key: kLive})
 	if got := w.waitStatus(t, kLive, first.Str("id"), "ended"); got.Str("end_reason") != "ended_by_api" {
 		t.Fatalf("ended %s", got)
@@ -251,9 +253,9 @@ func testCallWithoutMedia(t *testing.T, e engine) {
 	w.credit(t, 10)
 	agent := w.outboundAgent(t, "+14155550001")
 	body := map[string]any{"agent_id": agent, "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"}}
-	w.fails(t, 501, CodePhoneUnavailable, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("a"), body: body})
-	w.fails(t, 501, CodePhoneUnavailable, req{method: "POST", path: "/v1/scheduled-calls", key: kLive, header: idem("b"), body: body})
-	w.fails(t, 501, CodeVoiceUnavailable, req{method: "POST", path: "/v1/web-calls", key: kLive, body: map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "Ada"}}})
+	w.fails(t, 501, fault.CodePhoneUnavailable, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("a"), body: body})
+	w.fails(t, 501, fault.CodePhoneUnavailable, req{method: "POST", path: "/v1/scheduled-calls", key: kLive, header: idem("b"), body: body})
+	w.fails(t, 501, fault.CodeVoiceUnavailable, req{method: "POST", path: "/v1/web-calls", key: kLive, body: map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "Ada"}}})
 	r := w.must(t, 201, req{method: "POST", path: "/v1/calls", key: kTest, header: idem("c"), body: body})
 	w.waitStatus(t, kTest, r.Str("id"), "ended")
 }
@@ -272,7 +274,7 @@ func testLiveCallFakeTrunk(t *testing.T, e engine) {
 	if li.Str("mode") != "takeover" || !strings.HasPrefix(li.Str("url"), "https://voice.example.test/listen/") {
 		t.Fatalf("listener %s", li)
 	}
-	w.fails(t, 409, CodeNotTransferable, req{method: "POST", path: "/v1/conversations/" + w.chat(t, kLive) + "/transfer", key: kLive, body: map[string]any{"destination": "+14155550111"}})
+	w.fails(t, 409, fault.CodeNotTransferable, req{method: "POST", path: "/v1/conversations/" + w.chat(t, kLive) + "/transfer", key: kLive, body: map[string]any{"destination": "+14155550111"}})
 	say := w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/say", key: kLive, body: map[string]any{"text": "One moment please.", "interrupt": true}})
 	waitFor(t, 15*time.Second, "the say spoken", func() bool {
 		return w.must(t, 200, req{method: "GET", path: "/v1/conversations/" + id + "/commands/" + say.Str("id"), key: kLive}).Str("status") != "pending"
@@ -299,10 +301,10 @@ func testLiveCallFakeTrunk(t *testing.T, e engine) {
 	if string(part.Body) != string(rec.Body[:12]) || part.Header.Get("Content-Range") != fmt.Sprintf("bytes 0-11/%d", len(rec.Body)) {
 		t.Fatalf("range: %q %q", part.Body, part.Header.Get("Content-Range"))
 	}
-	w.fails(t, 416, CodeRangeNotSatisfiable, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kLive, header: map[string]string{"Range": fmt.Sprintf("bytes=%d-", len(rec.Body)+10)}})
+	w.fails(t, 416, fault.CodeRangeNotSatisfiable, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kLive, header: map[string]string{"Range": fmt.Sprintf("bytes=%d-", len(rec.Body)+10)}})
 	// Deleting it removes the recording.
 	w.must(t, 200, req{method: "DELETE", path: "/v1/conversations/" + id, key: kLive})
-	w.fails(t, 404, CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kLive})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id + "/recording", key: kLive})
 }
 
 // testTestInboundCalls simulates inbound calls by agent and by number.
@@ -327,11 +329,11 @@ func testTestInboundCalls(t *testing.T, e engine) {
 		t.Fatalf("ended %s", g)
 	}
 	w.must(t, 201, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": agent, "lines": []any{"Hi"}, "variables": map[string]any{"customer": "Di"}}})
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"lines": []any{"Hi"}}})
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": agent, "to_number": "+14155550050", "lines": []any{"Hi"}}})
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": agent, "lines": []any{}}})
-	w.fails(t, 404, CodePhoneNumberNotFound, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"to_number": "+14155559999", "lines": []any{"Hi"}}})
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"lines": []any{"Hi"}}})
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": agent, "to_number": "+14155550050", "lines": []any{"Hi"}}})
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": agent, "lines": []any{}}})
+	w.fails(t, 404, fault.CodePhoneNumberNotFound, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"to_number": "+14155559999", "lines": []any{"Hi"}}})
 	out := w.outboundAgent(t, "+14155550051")
-	w.fails(t, 409, CodeAgentNotInbound, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": out, "lines": []any{"Hi"}, "variables": map[string]any{"customer": "E"}}})
-	w.fails(t, 409, CodeNoAudio, req{method: "POST", path: "/v1/conversations/" + id + "/listen", key: kTest})
+	w.fails(t, 409, fault.CodeAgentNotInbound, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": out, "lines": []any{"Hi"}, "variables": map[string]any{"customer": "E"}}})
+	w.fails(t, 409, fault.CodeNoAudio, req{method: "POST", path: "/v1/conversations/" + id + "/listen", key: kTest})
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/problem"
@@ -129,14 +131,14 @@ func (a *API) sendMessage(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case conv.Channel != store.ChannelChat:
-		return apiError(CodeNotAChat, "Conversation %s is a %s conversation, not a chat.", conv.ID, conv.Channel)
+		return fault.E(fault.CodeNotAChat, "Conversation %s is a %s conversation, not a chat.", conv.ID, conv.Channel)
 	case !conv.ViaAPI:
 		return errConversationNotFound(string(conv.ID)) // a chat not started through the API is not the API's
 	case conv.Ended():
 		if conv.EndReason == string(session.EndProviderError) {
-			return apiError(CodeConversationEnded, "The chat has ended: its agent's provider failed.")
+			return fault.E(fault.CodeConversationEnded, "The chat has ended: its agent's provider failed.")
 		}
-		return apiError(CodeConversationEnded, "The chat has ended (%s); start another.", conv.EndReason)
+		return fault.E(fault.CodeConversationEnded, "The chat has ended (%s); start another.", conv.EndReason)
 	}
 	if conv.Mode == store.ModeLive {
 		org, err := a.Store.GetOrg(ctx, conv.OrgID)
@@ -144,7 +146,7 @@ func (a *API) sendMessage(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if org.CreditMicros <= 0 {
-			return apiError(CodeCreditExhausted, "The organization's credit is used up (%s USD).", formatUSD(org.CreditMicros))
+			return fault.E(fault.CodeCreditExhausted, "The organization's credit is used up (%s USD).", formatUSD(org.CreditMicros))
 		}
 	}
 	var ids []store.AttachmentID
@@ -167,7 +169,7 @@ func (a *API) sendMessage(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(ps) > 0 {
-		return invalid(CodeValidationFailed, ps)
+		return invalid(fault.CodeValidationFailed, ps)
 	}
 	if a.Runtime == nil {
 		return mapRuntimeError(runtime.ErrProvider, false)
@@ -185,17 +187,17 @@ func (a *API) sendMessage(w http.ResponseWriter, r *http.Request) error {
 		err = runtime.ErrEnded
 	}
 	if errors.Is(err, runtime.ErrBadRequest) {
-		err = invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/attachment_ids", Code: "invalid_value", Detail: "An attachment cannot be sent in this chat."}})
+		err = invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/attachment_ids", Code: "invalid_value", Detail: "An attachment cannot be sent in this chat."}})
 	}
 	if err != nil {
 		err = mapRuntimeError(err, false)
 		if !out.started {
 			return err
 		}
-		var pe *problem.Error
+		var pe *fault.Error
 		if !errors.As(err, &pe) {
 			a.Log.ErrorContext(ctx, "chat: the reply failed", "err", err, "request_id", problem.RequestID(ctx))
-			pe = apiError(CodeInternal, "The reply failed; quote request_id %s to support.", problem.RequestID(ctx))
+			pe = fault.E(fault.CodeInternal, "The reply failed; quote request_id %s to support.", problem.RequestID(ctx))
 		}
 		out.event("error", map[string]string{"code": pe.Code, "detail": pe.Detail})
 		return nil
@@ -264,15 +266,15 @@ func (a *API) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
 	c := callFrom(ctx)
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" {
-		return apiError(CodeUnsupportedMediaType, "Upload the picture as multipart/form-data with a part named file (got %q).", r.Header.Get("Content-Type"))
+		return fault.E(fault.CodeUnsupportedMediaType, "Upload the picture as multipart/form-data with a part named file (got %q).", r.Header.Get("Content-Type"))
 	}
 	if r.ContentLength > MaxUploadBytes {
-		return apiError(CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
+		return fault.E(fault.CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxUploadBytes)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return apiError(CodeUnsupportedMediaType, "The body is not multipart/form-data: %v.", err)
+		return fault.E(fault.CodeUnsupportedMediaType, "The body is not multipart/form-data: %v.", err)
 	}
 	var data []byte
 	for {
@@ -282,37 +284,37 @@ func (a *API) uploadAttachment(w http.ResponseWriter, r *http.Request) error {
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return apiError(CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
+			return fault.E(fault.CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
 		}
 		if err != nil {
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "", Code: "malformed", Detail: "The multipart body cannot be read: " + err.Error()}})
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "", Code: "malformed", Detail: "The multipart body cannot be read: " + err.Error()}})
 		}
 		if part.FormName() != "file" {
 			part.Close()
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/" + jsoncheck.EscapePointer(part.FormName()), Code: jsoncheck.CodeUnknownField,
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/" + jsoncheck.EscapePointer(part.FormName()), Code: jsoncheck.CodeUnknownField,
 				Detail: fmt.Sprintf("Unknown part %q: the upload takes one part, file.", part.FormName())}})
 		}
 		if data != nil {
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: "not_unique", Detail: "Send one file per upload."}})
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: "not_unique", Detail: "Send one file per upload."}})
 		}
 		data, err = io.ReadAll(io.LimitReader(part, maxAttachment+1))
 		if errors.As(err, &mbe) || len(data) > maxAttachment {
-			return apiError(CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
+			return fault.E(fault.CodeBodyTooLarge, "An attachment is at most %d bytes.", maxAttachment)
 		}
 		if err != nil {
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: "malformed", Detail: "The file cannot be read: " + err.Error()}})
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: "malformed", Detail: "The file cannot be read: " + err.Error()}})
 		}
 		if data == nil {
 			data = []byte{}
 		}
 	}
 	if len(data) == 0 {
-		return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: jsoncheck.CodeRequired, Detail: "The upload needs a non-empty part named file."}})
+		return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/file", Code: jsoncheck.CodeRequired, Detail: "The upload needs a non-empty part named file."}})
 	}
 	ctype := http.DetectContentType(data)
 	ext, ok := imageTypes[ctype]
 	if !ok {
-		return apiError(CodeUnsupportedImage, "The file is %s by its content; send a PNG, JPEG, WebP or GIF picture.", ctype)
+		return fault.E(fault.CodeUnsupportedImage, "The file is %s by its content; send a PNG, JPEG, WebP or GIF picture.", ctype)
 	}
 	id := store.NewAttachmentID()
 	rel := filepath.ToSlash(filepath.Join("attachments", string(id)+ext))

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -51,7 +53,7 @@ func testChats(t *testing.T, e engine) {
 	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{chatMaxTurns: 3}})
 	agent := w.publishedAgent(t, w.p1.ID, "Helper", "inbound", channels("chat"))
 	body := map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "Ada"}, "metadata": map[string]any{"ticket": 7}}
-	w.fails(t, 402, CodeCreditExhausted, req{method: "POST", path: "/v1/chats", key: kLive, body: body})
+	w.fails(t, 402, fault.CodeCreditExhausted, req{method: "POST", path: "/v1/chats", key: kLive, body: body})
 	w.credit(t, 10)
 	r := w.must(t, 201, req{method: "POST", path: "/v1/chats", key: kLive, header: idem("chat-1"), body: body})
 	id := r.Str("id")
@@ -77,35 +79,35 @@ func testChats(t *testing.T, e engine) {
 	if replay.Str("agent.text") != turn.Str("agent.text") || replay.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay %s", replay)
 	}
-	if r := send("Something else", "m1"); r.Status != 422 || r.Code() != CodeIdempotencyReused {
+	if r := send("Something else", "m1"); r.Status != 422 || r.Code() != fault.CodeIdempotencyReused {
 		t.Fatalf("a reused key: %s", r)
 	}
 	// The chat's length is three messages.
 	send("Two", "")
 	send("Three", "")
-	if r := send("Four", ""); r.Status != 409 || r.Code() != CodeChatLengthReached {
+	if r := send("Four", ""); r.Status != 409 || r.Code() != fault.CodeChatLengthReached {
 		t.Fatalf("past the length: %s", r)
 	}
 	// Other refusals: not a chat, a chat not started through the API, an unknown chat.
 	call := w.must(t, 201, req{method: "POST", path: "/v1/test/inbound-calls", key: kTest, body: map[string]any{"agent_id": w.publishedAgent(t, w.p1.ID, "Desk", "inbound", channels("phone")), "lines": []any{"Hi"}, "variables": map[string]any{"customer": "X"}}})
-	w.fails(t, 409, CodeNotAChat, req{method: "POST", path: "/v1/conversations/" + call.Str("id") + "/messages", key: kTest, body: map[string]any{"message": "hi"}})
-	w.fails(t, 409, CodeNoLiveTranscript, req{method: "GET", path: "/v1/conversations/" + id + "/live", key: kLive})
+	w.fails(t, 409, fault.CodeNotAChat, req{method: "POST", path: "/v1/conversations/" + call.Str("id") + "/messages", key: kTest, body: map[string]any{"message": "hi"}})
+	w.fails(t, 409, fault.CodeNoLiveTranscript, req{method: "GET", path: "/v1/conversations/" + id + "/live", key: kLive})
 	internal, err := w.st.CreateConversation(context.Background(), store.Conversation{OrgID: w.org.ID, ProjectID: w.p1.ID, AgentID: store.AgentID(agent),
 		Channel: store.ChannelChat, Direction: "inbound", Mode: store.ModeLive, Status: store.ConvInProgress, Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.fails(t, 404, CodeConversationNotFound, req{method: "POST", path: "/v1/conversations/" + string(internal.ID) + "/messages", key: kLive, body: map[string]any{"message": "hi"}})
-	w.fails(t, 404, CodeConversationNotFound, req{method: "POST", path: "/v1/conversations/0190a6f0-0000-7000-8000-000000000000/messages", key: kLive, body: map[string]any{"message": "hi"}})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "POST", path: "/v1/conversations/" + string(internal.ID) + "/messages", key: kLive, body: map[string]any{"message": "hi"}})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "POST", path: "/v1/conversations/0190a6f0-0000-7000-8000-000000000000/messages", key: kLive, body: map[string]any{"message": "hi"}})
 	// An agent without the chat channel; ending a chat; a message after the end.
 	phoneOnly := w.publishedAgent(t, w.p1.ID, "Phone only", "inbound", channels("phone"))
-	w.fails(t, 409, CodeChannelDisabled, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": phoneOnly, "variables": map[string]any{"customer": "A"}}})
+	w.fails(t, 409, fault.CodeChannelDisabled, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": phoneOnly, "variables": map[string]any{"customer": "A"}}})
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/end", key: kLive})
 	got := w.waitStatus(t, kLive, id, "ended")
 	if got.Str("end_reason") != "ended_by_api" {
 		t.Fatalf("ended %s", got)
 	}
-	w.fails(t, 409, CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kLive, body: map[string]any{"message": "hi"}})
+	w.fails(t, 409, fault.CodeConversationEnded, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kLive, body: map[string]any{"message": "hi"}})
 	lines := w.must(t, 200, req{method: "GET", path: "/v1/conversations/" + id + "/transcript", key: kLive}).JSON["lines"].([]any)
 	if len(lines) != 7 {
 		t.Fatalf("transcript has %d lines, want 7", len(lines))
@@ -135,7 +137,7 @@ func testChatStreaming(t *testing.T, e engine) {
 		done <- result{r, evs}
 	}()
 	w.waitLine(t, kTest, id, "Tell me about the weather in Paris today please")
-	w.fails(t, 409, CodeAgentBusy, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "Hello?"}})
+	w.fails(t, 409, fault.CodeAgentBusy, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "Hello?"}})
 	res := <-done
 	if res.r.Status != 200 || len(res.events) < 3 {
 		t.Fatalf("stream %d with %d events", res.r.Status, len(res.events))
@@ -176,7 +178,7 @@ func testChatStreaming(t *testing.T, e engine) {
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/end", key: kTest})
 	w.waitStatus(t, kTest, id, "ended")
 	r, _ = w.stream(t, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "Short", "stream": true}})
-	if r.Status != 409 || r.Code() != CodeConversationEnded {
+	if r.Status != 409 || r.Code() != fault.CodeConversationEnded {
 		t.Fatalf("streaming to an ended chat: %s", r)
 	}
 }
@@ -204,16 +206,16 @@ func testChatAttachments(t *testing.T, e engine) {
 		t.Fatalf("upload %s", r)
 	}
 	att := r.Str("id")
-	if r := upload("file", []byte("just some text, not a picture")); r.Status != 415 || r.Code() != CodeUnsupportedImage {
+	if r := upload("file", []byte("just some text, not a picture")); r.Status != 415 || r.Code() != fault.CodeUnsupportedImage {
 		t.Fatalf("a text file: %s", r)
 	}
-	if r := upload("photo", pngBytes(t)); r.Status != 422 || r.Code() != CodeValidationFailed {
+	if r := upload("photo", pngBytes(t)); r.Status != 422 || r.Code() != fault.CodeValidationFailed {
 		t.Fatalf("a part named photo: %s", r)
 	}
-	if r := upload("file", bytes.Repeat([]byte{0x89}, maxAttachment+10)); r.Status != 413 || r.Code() != CodeBodyTooLarge {
+	if r := upload("file", bytes.Repeat([]byte{0x89}, maxAttachment+10)); r.Status != 413 || r.Code() != fault.CodeBodyTooLarge {
 		t.Fatalf("too large: %s", r)
 	}
-	w.fails(t, 415, CodeUnsupportedMediaType, req{method: "POST", path: "/v1/attachments", key: kTest, body: `{"file": "x"}`})
+	w.fails(t, 415, fault.CodeUnsupportedMediaType, req{method: "POST", path: "/v1/attachments", key: kTest, body: `{"file": "x"}`})
 	id := w.chat(t, kTest)
 	turn := w.must(t, 200, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "What is in this picture?", "attachment_ids": []any{att}}})
 	if turn.Str("agent.text") != "You said: What is in this picture?" {
@@ -223,9 +225,9 @@ func testChatAttachments(t *testing.T, e engine) {
 	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Raw), "data:image/png;base64,") {
 		t.Fatalf("the LLM did not get the picture: %s", last.Raw)
 	}
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "again", "attachment_ids": []any{"0190a6f0-0000-7000-8000-000000000000"}}})
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "again", "attachment_ids": []any{"0190a6f0-0000-7000-8000-000000000000"}}})
 	other := w.chat(t, kTest)
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + other + "/messages", key: kTest, body: map[string]any{"message": "mine?", "attachment_ids": []any{att}}})
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + other + "/messages", key: kTest, body: map[string]any{"message": "mine?", "attachment_ids": []any{att}}})
 	// Deleting the chat deletes the picture.
 	files, _ := filepath.Glob(filepath.Join(w.dataDir, "attachments", "*"))
 	if len(files) != 1 {
@@ -245,7 +247,7 @@ func testChatProviderMissing(t *testing.T, e engine) {
 	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{noProviders: true}})
 	w.credit(t, 10)
 	agent := w.publishedAgent(t, w.p1.ID, "Helper", "inbound", channels("chat"))
-	w.fails(t, 502, CodeProviderUnavailable, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "A"}}})
+	w.fails(t, 502, fault.CodeProviderUnavailable, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "A"}}})
 	list := w.must(t, 200, req{method: "GET", path: "/v1/conversations?status=ended", key: kLive})
 	if d := list.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["end_reason"] != "provider_error" {
 		t.Fatalf("the failed chat: %s", list)
@@ -268,8 +270,8 @@ func testDeleteConversations(t *testing.T, e engine) {
 	if after.CreditMicros >= before.CreditMicros {
 		t.Fatalf("the open chat was not charged: %d → %d", before.CreditMicros, after.CreditMicros)
 	}
-	w.fails(t, 404, CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id, key: kLive})
-	w.fails(t, 404, CodeConversationNotFound, req{method: "DELETE", path: "/v1/conversations/" + id, key: kLive})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "GET", path: "/v1/conversations/" + id, key: kLive})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "DELETE", path: "/v1/conversations/" + id, key: kLive})
 	gone := w.must(t, 200, req{method: "GET", path: "/v1/conversations/deleted", key: kLive})
 	if d := gone.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["id"] != id {
 		t.Fatalf("deleted list %s", gone)
@@ -293,8 +295,8 @@ func testDeleteConversations(t *testing.T, e engine) {
 	}()
 	defer func() { <-answered }()
 	w.waitLine(t, kLive, busy, "A long question about many things")
-	w.fails(t, 409, CodeAgentBusy, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
+	w.fails(t, 409, fault.CodeAgentBusy, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
 	w.st.SetProjectFrozen(ctx, w.p1.ID, true)
-	w.fails(t, 409, CodeProjectFrozen, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
+	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
 	w.st.SetProjectFrozen(ctx, w.p1.ID, false)
 }

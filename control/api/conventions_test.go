@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -40,11 +42,11 @@ func testUnauthorized(t *testing.T, e engine) {
 	_, expiring, _ := st.CreateKey(ctx, store.NewKey{OrgID: w.org.ID, Name: "expiring", Scopes: Scopes, AllProjects: true, ExpiresAt: &exp})
 	w.keys["revoked"], w.keys["expiring"] = revoked, expiring
 	cases := []struct{ key, code string }{
-		{"", CodeMissingKey},
-		{"Basic dXNlcjpwYXNz", CodeMalformedKey},
-		{"Bearer sk_live_short", CodeMalformedKey},
-		{"Bearer sk_live_" + strings.Repeat("A", 43), CodeUnknownKey},
-		{"revoked", CodeRevokedKey},
+		{"", fault.CodeMissingKey},
+		{"Basic dXNlcjpwYXNz", fault.CodeMalformedKey},
+		{"Bearer sk_live_short", fault.CodeMalformedKey},
+		{"Bearer sk_live_" + strings.Repeat("A", 43), fault.CodeUnknownKey},
+		{"revoked", fault.CodeRevokedKey},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
@@ -57,7 +59,7 @@ func testUnauthorized(t *testing.T, e engine) {
 	w.must(t, 200, req{method: "GET", path: "/v1/agents", key: "expiring"})
 	later := time.Now().Add(2 * time.Hour)
 	w.now.Store(&later)
-	w.fails(t, 401, CodeExpiredKey, req{method: "GET", path: "/v1/agents", key: "expiring"})
+	w.fails(t, 401, fault.CodeExpiredKey, req{method: "GET", path: "/v1/agents", key: "expiring"})
 	if len(seen)+1 != 5 {
 		t.Fatalf("the five causes must have five codes: %v", seen)
 	}
@@ -69,28 +71,28 @@ func testForbidden(t *testing.T, e engine) {
 	ag := w.createAgent(t, string(w.p1.ID), "Support", "faq")
 	id := ag.Str("id")
 	// A missing permission names it.
-	r := w.fails(t, 403, CodeMissingPermission, req{method: "POST", path: "/v1/agents", key: kReadOnly,
+	r := w.fails(t, 403, fault.CodeMissingPermission, req{method: "POST", path: "/v1/agents", key: kReadOnly,
 		body: map[string]any{"project_id": w.p1.ID, "definition": definition("X", "faq", "inbound")}})
 	if !strings.Contains(r.Str("detail"), "agents:write") || r.Str("permission") != "agents:write" {
 		t.Fatalf("missing permission not named: %s", r)
 	}
-	w.fails(t, 403, CodeMissingPermission, req{method: "GET", path: "/v1/projects", key: kReadOnly})
+	w.fails(t, 403, fault.CodeMissingPermission, req{method: "GET", path: "/v1/projects", key: kReadOnly})
 	w.must(t, 200, req{method: "GET", path: "/v1/agents/" + id, key: kReadOnly})
 	// A live key from a browser.
-	w.fails(t, 403, CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Origin": "https://app.example"}})
-	w.fails(t, 403, CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Sec-Fetch-Mode": "cors"}})
+	w.fails(t, 403, fault.CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Origin": "https://app.example"}})
+	w.fails(t, 403, fault.CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Sec-Fetch-Mode": "cors"}})
 	w.must(t, 200, req{method: "GET", path: "/v1/agents", key: kTest, header: map[string]string{"Origin": "https://app.example"}})
 	// A test key on a live-key operation.
-	w.fails(t, 403, CodeLiveKeyRequired, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kTest,
+	w.fails(t, 403, fault.CodeLiveKeyRequired, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kTest,
 		body: map[string]any{"definition": definition("Support", "faq", "inbound")}})
 	// A frozen organization refuses changes and still reads.
 	if err := st.SetOrgFrozen(context.Background(), w.org.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	w.fails(t, 403, CodeOrganizationFrozen, req{method: "POST", path: "/v1/agents", key: kLive,
+	w.fails(t, 403, fault.CodeOrganizationFrozen, req{method: "POST", path: "/v1/agents", key: kLive,
 		body: map[string]any{"project_id": w.p1.ID, "definition": definition("Y", "faq", "inbound")}})
-	w.fails(t, 403, CodeOrganizationFrozen, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive})
-	w.fails(t, 403, CodeOrganizationFrozen, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
+	w.fails(t, 403, fault.CodeOrganizationFrozen, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive})
+	w.fails(t, 403, fault.CodeOrganizationFrozen, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
 	w.must(t, 200, req{method: "GET", path: "/v1/agents/" + id, key: kLive})
 	w.must(t, 200, req{method: "GET", path: "/v1/me", key: kLive})
 }
@@ -115,18 +117,18 @@ func testReach(t *testing.T, e engine) {
 		return strings.ReplaceAll(string(b), id, "<id>")
 	}
 	for _, path := range []string{"/v1/agents/%s", "/v1/agents/%s/definition", "/v1/agents/%s/versions"} {
-		a := w.fails(t, 404, CodeAgentNotFound, req{method: "GET", path: fmt.Sprintf(path, out), key: kNarrow})
-		b := w.fails(t, 404, CodeAgentNotFound, req{method: "GET", path: fmt.Sprintf(path, missing), key: kNarrow})
+		a := w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: fmt.Sprintf(path, out), key: kNarrow})
+		b := w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: fmt.Sprintf(path, missing), key: kNarrow})
 		if norm(a, out) != norm(b, missing) {
 			t.Fatalf("out of reach and missing differ:\n%s\n%s", a, b)
 		}
 	}
-	w.fails(t, 404, CodeAgentNotFound, req{method: "DELETE", path: "/v1/agents/" + out, key: kNarrow})
-	w.fails(t, 404, CodeAgentNotFound, req{method: "POST", path: "/v1/agents/" + out + "/publish", key: kNarrow})
-	w.fails(t, 404, CodeAgentNotFound, req{method: "GET", path: "/v1/agents/not-a-uuid", key: kNarrow})
-	w.fails(t, 404, CodeProjectNotFound, req{method: "POST", path: "/v1/agents", key: kNarrow,
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "DELETE", path: "/v1/agents/" + out, key: kNarrow})
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "POST", path: "/v1/agents/" + out + "/publish", key: kNarrow})
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: "/v1/agents/not-a-uuid", key: kNarrow})
+	w.fails(t, 404, fault.CodeProjectNotFound, req{method: "POST", path: "/v1/agents", key: kNarrow,
 		body: map[string]any{"project_id": w.p2.ID, "definition": definition("X", "faq", "inbound")}})
-	w.fails(t, 404, CodeProjectNotFound, req{method: "GET", path: "/v1/agents?project_id=" + string(w.p2.ID), key: kNarrow})
+	w.fails(t, 404, fault.CodeProjectNotFound, req{method: "GET", path: "/v1/agents?project_id=" + string(w.p2.ID), key: kNarrow})
 	// Lists show only what the key reaches.
 	list := w.must(t, 200, req{method: "GET", path: "/v1/agents", key: kNarrow})
 	if data := list.JSON["data"].([]any); len(data) != 1 || data[0].(map[string]any)["id"] != in {
@@ -141,7 +143,7 @@ func testReach(t *testing.T, e engine) {
 	}
 	// Another organization's agent is as missing, even for a key reaching all projects.
 	other := newWorld(t, st, worldOpts{})
-	w.fails(t, 404, CodeAgentNotFound, req{method: "GET", path: "/v1/agents/" + other.createAgent(t, string(other.p1.ID), "Theirs", "faq").Str("id"), key: kLive})
+	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: "/v1/agents/" + other.createAgent(t, string(other.p1.ID), "Theirs", "faq").Str("id"), key: kLive})
 }
 
 func testFrozenProject(t *testing.T, e engine) {
@@ -151,12 +153,12 @@ func testFrozenProject(t *testing.T, e engine) {
 	if err := st.SetProjectFrozen(context.Background(), w.p1.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	w.fails(t, 409, CodeProjectFrozen, req{method: "POST", path: "/v1/agents", key: kLive,
+	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "POST", path: "/v1/agents", key: kLive,
 		body: map[string]any{"project_id": w.p1.ID, "definition": definition("New", "faq", "inbound")}})
-	w.fails(t, 409, CodeProjectFrozen, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
+	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
 		body: map[string]any{"definition": definition("Support", "faq", "inbound")}})
-	w.fails(t, 409, CodeProjectFrozen, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive})
-	w.fails(t, 409, CodeProjectFrozen, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
+	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive})
+	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
 	w.must(t, 200, req{method: "GET", path: "/v1/agents/" + id, key: kLive})
 	w.createAgent(t, string(w.p2.ID), "Elsewhere", "faq") // the other project is not frozen
 }
@@ -166,9 +168,9 @@ func testDuplicateName(t *testing.T, e engine) {
 	w := newWorld(t, st, worldOpts{})
 	w.createAgent(t, string(w.p1.ID), "Support", "faq")
 	sales := w.createAgent(t, string(w.p1.ID), "Sales", "faq").Str("id")
-	w.fails(t, 409, CodeAgentNameTaken, req{method: "POST", path: "/v1/agents", key: kLive,
+	w.fails(t, 409, fault.CodeAgentNameTaken, req{method: "POST", path: "/v1/agents", key: kLive,
 		body: map[string]any{"project_id": w.p1.ID, "name": "support", "definition": definition("Whatever", "faq", "inbound")}})
-	w.fails(t, 409, CodeAgentNameTaken, req{method: "PUT", path: "/v1/agents/" + sales + "/definition", key: kLive,
+	w.fails(t, 409, fault.CodeAgentNameTaken, req{method: "PUT", path: "/v1/agents/" + sales + "/definition", key: kLive,
 		body: map[string]any{"name": "Support", "definition": definition("Sales", "faq", "inbound")}})
 	// Without a name the definition's name is made unique.
 	for _, want := range []string{"Support (2)", "Support (3)"} {
@@ -194,53 +196,53 @@ func testBodies(t *testing.T, e engine) {
 	// Media type.
 	r := create(good)
 	r.header = map[string]string{"Content-Type": "text/plain"}
-	w.fails(t, 415, CodeUnsupportedMediaType, r)
+	w.fails(t, 415, fault.CodeUnsupportedMediaType, r)
 	r.header = map[string]string{"Content-Type": "application/json; charset=latin1"}
-	w.fails(t, 415, CodeUnsupportedMediaType, r)
+	w.fails(t, 415, fault.CodeUnsupportedMediaType, r)
 	r.header = map[string]string{"Content-Type": "application/json; charset=UTF-8"}
 	w.must(t, 201, r)
 	// Malformed JSON names the place and the line.
-	m := w.fails(t, 422, CodeMalformedJSON, create(`{"project_id": "x",
+	m := w.fails(t, 422, fault.CodeMalformedJSON, create(`{"project_id": "x",
   "definition": {"agent": {"name": }}}`))
 	m.hasError(t, "/definition/agent/name", "malformed_json")
 	if !strings.Contains(m.Str("detail"), "line 2") {
 		t.Fatalf("malformed JSON detail without the line: %s", m)
 	}
-	w.fails(t, 422, CodeMalformedJSON, create(`{"project_id": "a", "project_id": "b"}`)).hasError(t, "/project_id", "duplicate_member")
-	w.fails(t, 422, CodeMalformedJSON, create("{\"project_id\": \"\xff\"}"))
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/agents", key: kLive}).hasError(t, "", "required")
+	w.fails(t, 422, fault.CodeMalformedJSON, create(`{"project_id": "a", "project_id": "b"}`)).hasError(t, "/project_id", "duplicate_member")
+	w.fails(t, 422, fault.CodeMalformedJSON, create("{\"project_id\": \"\xff\"}"))
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/agents", key: kLive}).hasError(t, "", "required")
 	// Unknown fields, types and ranges, with their places.
 	unknown := map[string]any{"project_id": w.p1.ID, "definition": definition("U", "faq", "inbound"), "colour": "red"}
-	w.fails(t, 422, CodeValidationFailed, create(unknown)).hasError(t, "/colour", "unknown_field")
-	w.fails(t, 422, CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID,
+	w.fails(t, 422, fault.CodeValidationFailed, create(unknown)).hasError(t, "/colour", "unknown_field")
+	w.fails(t, 422, fault.CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID,
 		"definition": definition("U", "faq", "inbound", func(a map[string]any) { a["colour"] = "red" })})).hasError(t, "/definition/agent/colour", "unknown_field")
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": 5, "definition": definition("U", "faq", "inbound")})).hasError(t, "/project_id", "invalid_type")
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": "nope", "definition": definition("U", "faq", "inbound")})).hasError(t, "/project_id", "invalid_format")
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": strings.Repeat("n", 121), "definition": definition("U", "faq", "inbound")})).hasError(t, "/name", "too_long")
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "", "definition": definition("U", "faq", "inbound")})).hasError(t, "/name", "too_short")
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "\u00a0Padded", "definition": definition("U", "faq", "inbound")}))
-	w.fails(t, 422, CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "Tab\there", "definition": definition("U", "faq", "inbound")}))
-	w.fails(t, 422, CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID,
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": 5, "definition": definition("U", "faq", "inbound")})).hasError(t, "/project_id", "invalid_type")
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": "nope", "definition": definition("U", "faq", "inbound")})).hasError(t, "/project_id", "invalid_format")
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": strings.Repeat("n", 121), "definition": definition("U", "faq", "inbound")})).hasError(t, "/name", "too_long")
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "", "definition": definition("U", "faq", "inbound")})).hasError(t, "/name", "too_short")
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "\u00a0Padded", "definition": definition("U", "faq", "inbound")}))
+	w.fails(t, 422, fault.CodeValidationFailed, create(map[string]any{"project_id": w.p1.ID, "name": "Tab\there", "definition": definition("U", "faq", "inbound")}))
+	w.fails(t, 422, fault.CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID,
 		"definition": definition("U", "faq", "inbound", func(a map[string]any) { a["max_duration_seconds"] = 5 })})).hasError(t, "/definition/agent/max_duration_seconds", "out_of_range")
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, body: map[string]any{"note": strings.Repeat("é", 501)}}).hasError(t, "/note", "too_long")
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, body: map[string]any{"note": strings.Repeat("é", 501)}}).hasError(t, "/note", "too_long")
 	w.must(t, 201, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, body: map[string]any{"note": strings.Repeat("é", 500)}})
-	w.fails(t, 422, CodeValidationFailed, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, body: map[string]any{"notes": "x"}}).hasError(t, "/notes", "unknown_field")
-	w.fails(t, 422, CodeUnexpectedBodyContent, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive, body: map[string]any{"force": true}}).hasError(t, "/force", "unknown_field")
+	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, body: map[string]any{"notes": "x"}}).hasError(t, "/notes", "unknown_field")
+	w.fails(t, 422, fault.CodeUnexpectedBodyContent, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive, body: map[string]any{"force": true}}).hasError(t, "/force", "unknown_field")
 	// Forbidden content in a definition, by place.
 	phone := definition("P", "faq", "inbound", func(a map[string]any) { a["system_prompt"] = "Transfer callers to +44 20 7183 8750." })
-	w.fails(t, 422, CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID, "definition": phone})).hasError(t, "/definition/agent/system_prompt", "phone_number_not_allowed")
+	w.fails(t, 422, fault.CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID, "definition": phone})).hasError(t, "/definition/agent/system_prompt", "phone_number_not_allowed")
 	withID := definition("P", "faq", "inbound")
 	withID["references"] = map[string]any{"callback_agent": id}
-	w.fails(t, 422, CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID, "definition": withID})).hasError(t, "/definition/references/callback_agent", "object_id_not_allowed")
+	w.fails(t, 422, fault.CodeInvalidDefinition, create(map[string]any{"project_id": w.p1.ID, "definition": withID})).hasError(t, "/definition/references/callback_agent", "object_id_not_allowed")
 	// Kind and direction cannot change.
-	w.fails(t, 422, CodeKindMismatch, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
+	w.fails(t, 422, fault.CodeKindMismatch, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
 		body: map[string]any{"definition": definition("Support", "custom", "inbound")}}).hasError(t, "/definition/agent/kind", "kind_mismatch")
-	w.fails(t, 422, CodeDirectionMismatch, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
+	w.fails(t, 422, fault.CodeDirectionMismatch, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kLive,
 		body: map[string]any{"definition": definition("Support", "faq", "outbound")}}).hasError(t, "/definition/agent/direction", "direction_mismatch")
 	// Size: over the operation's limit is 413.
-	w.fails(t, 413, CodeBodyTooLarge, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive,
+	w.fails(t, 413, fault.CodeBodyTooLarge, req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive,
 		body: `{"note": "` + strings.Repeat("x", 70<<10) + `"}`})
-	w.fails(t, 413, CodeBodyTooLarge, create(`{"project_id": "`+strings.Repeat("x", 1<<20)+`"}`))
+	w.fails(t, 413, fault.CodeBodyTooLarge, create(`{"project_id": "`+strings.Repeat("x", 1<<20)+`"}`))
 }
 
 func testLists(t *testing.T, e engine) {
@@ -292,18 +294,18 @@ func testLists(t *testing.T, e engine) {
 	}
 	c := custom.Str("next_cursor")
 	w.must(t, 200, req{method: "GET", path: "/v1/agents?limit=2&kind=custom&cursor=" + c, key: kLive})
-	w.fails(t, 422, CodeCursorMismatch, req{method: "GET", path: "/v1/agents?kind=faq&cursor=" + c, key: kLive}).hasError(t, "?cursor", CodeCursorMismatch)
-	w.fails(t, 422, CodeCursorMismatch, req{method: "GET", path: "/v1/agents?cursor=" + c, key: kLive})
-	w.fails(t, 422, CodeInvalidCursor, req{method: "GET", path: "/v1/agents?cursor=bm90LWEtY3Vyc29y", key: kLive})
-	w.fails(t, 422, CodeInvalidCursor, req{method: "GET", path: "/v1/phone-numbers?cursor=" + c, key: kLive})
+	w.fails(t, 422, fault.CodeCursorMismatch, req{method: "GET", path: "/v1/agents?kind=faq&cursor=" + c, key: kLive}).hasError(t, "?cursor", fault.CodeCursorMismatch)
+	w.fails(t, 422, fault.CodeCursorMismatch, req{method: "GET", path: "/v1/agents?cursor=" + c, key: kLive})
+	w.fails(t, 422, fault.CodeInvalidCursor, req{method: "GET", path: "/v1/agents?cursor=bm90LWEtY3Vyc29y", key: kLive})
+	w.fails(t, 422, fault.CodeInvalidCursor, req{method: "GET", path: "/v1/phone-numbers?cursor=" + c, key: kLive})
 	for _, bad := range []string{"0", "101", "-1", "ten", "1.5"} {
-		w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/agents?limit=" + bad, key: kLive}).hasError(t, "?limit", CodeInvalidParameter)
+		w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/agents?limit=" + bad, key: kLive}).hasError(t, "?limit", fault.CodeInvalidParameter)
 	}
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/agents?status=live", key: kLive}).hasError(t, "?status", CodeInvalidParameter)
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/agents?project_id=abc", key: kLive})
-	w.fails(t, 422, CodeInvalidParameter, req{method: "GET", path: "/v1/agents?limit=1&limit=2", key: kLive})
-	w.fails(t, 422, CodeUnknownParameter, req{method: "GET", path: "/v1/agents?starting_after=x", key: kLive}).hasError(t, "?starting_after", CodeUnknownParameter)
-	w.fails(t, 422, CodeUnknownParameter, req{method: "GET", path: "/v1/me?verbose=1", key: kLive})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/agents?status=live", key: kLive}).hasError(t, "?status", fault.CodeInvalidParameter)
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/agents?project_id=abc", key: kLive})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "GET", path: "/v1/agents?limit=1&limit=2", key: kLive})
+	w.fails(t, 422, fault.CodeUnknownParameter, req{method: "GET", path: "/v1/agents?starting_after=x", key: kLive}).hasError(t, "?starting_after", fault.CodeUnknownParameter)
+	w.fails(t, 422, fault.CodeUnknownParameter, req{method: "GET", path: "/v1/me?verbose=1", key: kLive})
 	for _, q := range []string{"?limit=1", "?limit=100", "?status=draft&direction=inbound&kind=faq&project_id=" + string(w.p1.ID)} {
 		get(q)
 	}
@@ -410,17 +412,17 @@ func testPagingUnderInserts(t *testing.T, e engine) {
 func testUnknownRoutes(t *testing.T, e engine) {
 	st := e.open(t)
 	w := newWorld(t, st, worldOpts{})
-	w.fails(t, 404, CodeRouteNotFound, req{method: "GET", path: "/v1/nothing/here", key: kLive})
-	w.fails(t, 404, CodeRouteNotFound, req{method: "GET", path: "/v1", key: kLive})
-	r := w.fails(t, 405, CodeMethodNotAllowed, req{method: "DELETE", path: "/v1/me", key: kLive})
+	w.fails(t, 404, fault.CodeRouteNotFound, req{method: "GET", path: "/v1/nothing/here", key: kLive})
+	w.fails(t, 404, fault.CodeRouteNotFound, req{method: "GET", path: "/v1", key: kLive})
+	r := w.fails(t, 405, fault.CodeMethodNotAllowed, req{method: "DELETE", path: "/v1/me", key: kLive})
 	if r.Header.Get("Allow") != "GET" {
 		t.Fatalf("Allow = %q", r.Header.Get("Allow"))
 	}
-	r = w.fails(t, 405, CodeMethodNotAllowed, req{method: "PATCH", path: "/v1/agents/0190a6f0-0000-7000-8000-0000000000aa", key: kLive})
+	r = w.fails(t, 405, fault.CodeMethodNotAllowed, req{method: "PATCH", path: "/v1/agents/0190a6f0-0000-7000-8000-0000000000aa", key: kLive})
 	if r.Header.Get("Allow") != "GET, DELETE" {
 		t.Fatalf("Allow = %q", r.Header.Get("Allow"))
 	}
-	w.fails(t, 401, CodeMissingKey, req{method: "GET", path: "/v1/nothing"})
+	w.fails(t, 401, fault.CodeMissingKey, req{method: "GET", path: "/v1/nothing"})
 	doc := w.must(t, 200, req{method: "GET", path: "/openapi.v1.json"})
 	if doc.JSON["openapi"] != "3.1.0" {
 		t.Fatalf("openapi.v1.json: %.200s", doc.Body)
@@ -441,7 +443,7 @@ func testAudit(t *testing.T, e engine) {
 	}
 	w.must(t, 200, req{method: "PATCH", path: "/v1/phone-numbers/" + string(num.ID), key: kLive, body: map[string]any{"agent_id": id, "label": "Main"}})
 	// A refused change records nothing.
-	w.fails(t, 409, CodeAgentNameTaken, req{method: "POST", path: "/v1/agents", key: kLive, body: map[string]any{"project_id": w.p1.ID, "name": "Support", "definition": definition("S", "faq", "inbound")}})
+	w.fails(t, 409, fault.CodeAgentNameTaken, req{method: "POST", path: "/v1/agents", key: kLive, body: map[string]any{"project_id": w.p1.ID, "name": "Support", "definition": definition("S", "faq", "inbound")}})
 	del := w.must(t, 200, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
 	events, err := st.ListAudit(ctx, store.AuditFilter{OrgID: w.org.ID})
 	if err != nil {

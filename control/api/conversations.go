@@ -14,7 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parley-voice/parley/control/problem"
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
@@ -220,7 +221,7 @@ func viewSessionLine(l session.Line) lineView {
 
 // errConversationNotFound is the 404 of a conversation the key does not reach.
 func errConversationNotFound(id string) error {
-	return apiError(CodeConversationNotFound, "No conversation %s is reachable with this key.", quoteID(id))
+	return fault.E(fault.CodeConversationNotFound, "No conversation %s is reachable with this key.", quoteID(id))
 }
 
 // reachableConversation returns the conversation at the path parameter conversation_id if the
@@ -262,7 +263,7 @@ func (a *API) listConversations(w http.ResponseWriter, r *http.Request) error {
 	}
 	if pg.after != "" {
 		if f.BeforeID, err = store.ParseID[store.ConversationID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	cs, err := a.Store.ListConversations(ctx, f)
@@ -320,7 +321,7 @@ func (a *API) listDeletedConversations(w http.ResponseWriter, r *http.Request) e
 	}
 	if pg.after != "" {
 		if f.BeforeID, err = store.ParseID[store.ConversationID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	cs, err := a.Store.ListConversations(ctx, f)
@@ -349,7 +350,7 @@ func (a *API) getConversation(w http.ResponseWriter, r *http.Request) error {
 	}
 	for inc, perm := range map[string]string{"transcript": "transcripts:read", "cost": "billing:read"} {
 		if slices.Contains(include, inc) && !c.p.Key.HasScope(perm) {
-			e := apiError(CodeMissingPermission, "include=%s needs the permission %s, which this key lacks.", inc, perm)
+			e := fault.E(fault.CodeMissingPermission, "include=%s needs the permission %s, which this key lacks.", inc, perm)
 			e.Extra = map[string]any{"permission": perm}
 			return e
 		}
@@ -388,14 +389,14 @@ func (a *API) deleteConversation(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !conv.Ended() {
 		if conv.Channel != store.ChannelChat && conv.Channel != store.ChannelWhatsApp {
-			return apiError(CodeCallInProgress, "The call is %s; end it (POST /v1/conversations/%s/end) before deleting it.", strings.ReplaceAll(conv.Status, "_", " "), conv.ID)
+			return fault.E(fault.CodeCallInProgress, "The call is %s; end it (POST /v1/conversations/%s/end) before deleting it.", strings.ReplaceAll(conv.Status, "_", " "), conv.ID)
 		}
 		// An open chat is charged for what it used, then deleted.
 		if a.Runtime == nil {
-			return apiError(CodeCallInProgress, "The chat is open and this node cannot close it.")
+			return fault.E(fault.CodeCallInProgress, "The chat is open and this node cannot close it.")
 		}
 		if err := a.Runtime.End(ctx, conv.ID, session.EndAPI, true); errors.Is(err, runtime.ErrBusy) {
-			return apiError(CodeAgentBusy, "The agent is answering a message in this chat; delete it once the answer has come.")
+			return fault.E(fault.CodeAgentBusy, "The agent is answering a message in this chat; delete it once the answer has come.")
 		} else if err != nil {
 			return err
 		}
@@ -485,7 +486,7 @@ func (a *API) getLiveTranscript(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if conv.Channel == store.ChannelChat || conv.Channel == store.ChannelWhatsApp {
-		return apiError(CodeNoLiveTranscript, "A %s conversation has no live transcript; read GET /v1/conversations/%s/transcript.", conv.Channel, conv.ID)
+		return fault.E(fault.CodeNoLiveTranscript, "A %s conversation has no live transcript; read GET /v1/conversations/%s/transcript.", conv.Channel, conv.ID)
 	}
 	after, _ := strconv.ParseInt(c.query["after"], 10, 64)
 	wait, _ := strconv.Atoi(c.query["wait"])
@@ -547,7 +548,7 @@ func (a *API) getRecording(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	notFound := apiError(CodeRecordingNotFound, "Conversation %s has no recording.", conv.ID)
+	notFound := fault.E(fault.CodeRecordingNotFound, "Conversation %s has no recording.", conv.ID)
 	if conv.Recording == "" {
 		return notFound
 	}
@@ -570,7 +571,7 @@ func (a *API) getRecording(w http.ResponseWriter, r *http.Request) error {
 	}
 	first, last, partial, err := parseRange(r.Header.Get("Range"), size)
 	if err != nil {
-		e := apiError(CodeRangeNotSatisfiable, "The recording has %d bytes; the Range %q asks for others.", size, r.Header.Get("Range"))
+		e := fault.E(fault.CodeRangeNotSatisfiable, "The recording has %d bytes; the Range %q asks for others.", size, r.Header.Get("Range"))
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", size))
 		return e
 	}
@@ -641,7 +642,7 @@ func parseRange(h string, size int64) (first, last int64, partial bool, err erro
 
 // mapRuntimeError turns a runtime error into the problem the API answers.
 func mapRuntimeError(err error, phone bool) error {
-	var pe *problem.Error
+	var pe *fault.Error
 	switch {
 	case err == nil:
 		return nil
@@ -649,27 +650,27 @@ func mapRuntimeError(err error, phone bool) error {
 		return err
 	case errors.Is(err, runtime.ErrNoMedia), errors.Is(err, runtime.ErrNoTrunk):
 		if phone {
-			return &problem.Error{Status: 501, Code: CodePhoneUnavailable, Detail: "This deployment places no phone calls: no node runs the media role with a SIP trunk.", Cause: err}
+			return &fault.Error{Status: 501, Code: fault.CodePhoneUnavailable, Detail: "This deployment places no phone calls: no node runs the media role with a SIP trunk.", Cause: err}
 		}
-		return &problem.Error{Status: 501, Code: CodeVoiceUnavailable, Detail: "This deployment runs no voice: no node runs the media role with browser calls.", Cause: err}
+		return &fault.Error{Status: 501, Code: fault.CodeVoiceUnavailable, Detail: "This deployment runs no voice: no node runs the media role with browser calls.", Cause: err}
 	case errors.Is(err, runtime.ErrUnreachable):
-		return &problem.Error{Status: 502, Code: CodeUpstreamUnreachable, Detail: "The call could not be placed: the service that carries it could not be reached. Retry shortly.", Cause: err, RetryAfter: 2 * time.Second}
+		return &fault.Error{Status: 502, Code: fault.CodeUpstreamUnreachable, Detail: "The call could not be placed: the service that carries it could not be reached. Retry shortly.", Cause: err, RetryAfter: 2 * time.Second}
 	case errors.Is(err, runtime.ErrProvider):
-		return &problem.Error{Status: 502, Code: CodeProviderUnavailable, Detail: "The agent's language or speech provider is not available. Retry shortly.", Cause: err, RetryAfter: 2 * time.Second}
+		return &fault.Error{Status: 502, Code: fault.CodeProviderUnavailable, Detail: "The agent's language or speech provider is not available. Retry shortly.", Cause: err, RetryAfter: 2 * time.Second}
 	case errors.Is(err, runtime.ErrTooMany):
-		e := apiError(CodeTooManyCalls, "The organization has as many calls going as it may; retry when one has ended.")
+		e := fault.E(fault.CodeTooManyCalls, "The organization has as many calls going as it may; retry when one has ended.")
 		e.RetryAfter = 5 * time.Second
 		return e
 	case errors.Is(err, runtime.ErrBusy):
-		return apiError(CodeAgentBusy, "The agent is still answering the last message; send the next one once the answer has come.")
+		return fault.E(fault.CodeAgentBusy, "The agent is still answering the last message; send the next one once the answer has come.")
 	case errors.Is(err, runtime.ErrEnded):
-		return apiError(CodeConversationEnded, "The conversation has ended.")
+		return fault.E(fault.CodeConversationEnded, "The conversation has ended.")
 	case errors.Is(err, runtime.ErrLengthReached):
-		return apiError(CodeChatLengthReached, "The chat has reached its length; start another chat.")
+		return fault.E(fault.CodeChatLengthReached, "The chat has reached its length; start another chat.")
 	case errors.Is(err, runtime.ErrNotLive), errors.Is(err, runtime.ErrNotAnswered):
-		return apiError(CodeConversationNotLive, "The conversation is not live: the call is not answered yet, or it has just ended.")
+		return fault.E(fault.CodeConversationNotLive, "The conversation is not live: the call is not answered yet, or it has just ended.")
 	case errors.Is(err, runtime.ErrUnsupported):
-		return apiError(CodeNoAudio, "The conversation has no audio to listen to.")
+		return fault.E(fault.CodeNoAudio, "The conversation has no audio to listen to.")
 	case errors.Is(err, context.Canceled):
 		return err
 	}

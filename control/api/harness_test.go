@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -379,7 +381,7 @@ func (w *world) check(t *testing.T, hr *http.Request, body []byte, r *resp) {
 		return
 	}
 	if r.Status >= 400 {
-		c, ok := codes[r.Code()]
+		c, ok := fault.Codes[r.Code()]
 		if !ok || c.Status != r.Status || r.Header.Get("Content-Type") != "application/problem+json" || r.Str("request_id") == "" {
 			t.Errorf("%s %s: problem %s: code not catalogued with this status, or not a problem document", hr.Method, hr.URL.Path, r)
 		}

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
@@ -69,22 +71,22 @@ func checkIdemKey(r *http.Request, mode idemMode) (key string, present bool, err
 	vs := r.Header.Values(idemHeader)
 	if len(vs) == 0 {
 		if mode == idemRequired {
-			return "", false, apiError(CodeIdempotencyMissing, "This operation needs an Idempotency-Key header: a unique value per request, such as a UUID, of at most %d characters.", maxIdemKey)
+			return "", false, fault.E(fault.CodeIdempotencyMissing, "This operation needs an Idempotency-Key header: a unique value per request, such as a UUID, of at most %d characters.", maxIdemKey)
 		}
 		return "", false, nil
 	}
 	key = vs[0]
 	switch {
 	case len(vs) > 1:
-		return "", true, apiError(CodeIdempotencyInvalid, "Send one Idempotency-Key header, not %d.", len(vs))
+		return "", true, fault.E(fault.CodeIdempotencyInvalid, "Send one Idempotency-Key header, not %d.", len(vs))
 	case len(key) > maxIdemKey:
-		return "", true, apiError(CodeIdempotencyTooLong, "The Idempotency-Key is %d characters long; at most %d are allowed.", len(key), maxIdemKey)
+		return "", true, fault.E(fault.CodeIdempotencyTooLong, "The Idempotency-Key is %d characters long; at most %d are allowed.", len(key), maxIdemKey)
 	case key == "":
-		return "", true, apiError(CodeIdempotencyInvalid, "The Idempotency-Key is empty.")
+		return "", true, fault.E(fault.CodeIdempotencyInvalid, "The Idempotency-Key is empty.")
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", true, apiError(CodeIdempotencyInvalid, "The Idempotency-Key must be printable ASCII.")
+			return "", true, fault.E(fault.CodeIdempotencyInvalid, "The Idempotency-Key must be printable ASCII.")
 		}
 	}
 	return key, true, nil
@@ -107,12 +109,12 @@ func (a *API) idempotency(w http.ResponseWriter, r *http.Request, c *call) (rele
 	rand.Read(token)
 	ok, err := a.Bus.SetNX(ctx, lock, token, idemLockTTL)
 	if err != nil {
-		e := apiError(CodeServiceUnavailable, "The idempotency lock cannot be taken right now; retry shortly.")
+		e := fault.E(fault.CodeServiceUnavailable, "The idempotency lock cannot be taken right now; retry shortly.")
 		e.Cause, e.RetryAfter = err, time.Second
 		return nil, false, e
 	}
 	if !ok {
-		e := apiError(CodeIdempotencyInUse, "A request with this Idempotency-Key is still being processed; retry when it has finished.")
+		e := fault.E(fault.CodeIdempotencyInUse, "A request with this Idempotency-Key is still being processed; retry when it has finished.")
 		e.RetryAfter = time.Second
 		return nil, false, e
 	}
@@ -144,7 +146,7 @@ func (a *API) replay(w http.ResponseWriter, r *http.Request, c *call, st *idemSt
 		return false, err
 	}
 	if rec.Fingerprint != st.fingerprint {
-		return false, apiError(CodeIdempotencyReused, "This Idempotency-Key was already used for a different request to %s in the last 24 hours; use a new key for a new request.", c.op.ID)
+		return false, fault.E(fault.CodeIdempotencyReused, "This Idempotency-Key was already used for a different request to %s in the last 24 hours; use a new key for a new request.", c.op.ID)
 	}
 	w.Header().Set(replayedHeader, "true")
 	if c.op.Replay != nil {

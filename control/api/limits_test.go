@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
@@ -52,8 +54,8 @@ func testIdempotency(t *testing.T, e engine) {
 	}
 	// Another request with the key, or the same from another key, is refused.
 	other := map[string]any{"project_id": w.p1.ID, "definition": definition("Sales", "faq", "inbound")}
-	w.fails(t, 422, CodeIdempotencyReused, create(kLive, "k-1", other))
-	w.fails(t, 422, CodeIdempotencyReused, create(kTest, "k-1", body))
+	w.fails(t, 422, fault.CodeIdempotencyReused, create(kLive, "k-1", other))
+	w.fails(t, 422, fault.CodeIdempotencyReused, create(kTest, "k-1", body))
 	// Keys are scoped to the operation: the same key publishes.
 	id := first.Str("id")
 	pub := req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, header: map[string]string{idemHeader: "k-1"}}
@@ -66,20 +68,20 @@ func testIdempotency(t *testing.T, e engine) {
 		t.Fatalf("a replayed publish published again: %s", v)
 	}
 	// Malformed keys.
-	w.fails(t, 400, CodeIdempotencyTooLong, create(kLive, strings.Repeat("k", 121), body))
+	w.fails(t, 400, fault.CodeIdempotencyTooLong, create(kLive, strings.Repeat("k", 121), body))
 	w.must(t, 201, create(kLive, strings.Repeat("k", 120), map[string]any{"project_id": w.p1.ID, "definition": definition("Long key", "faq", "inbound")}))
-	w.fails(t, 400, CodeIdempotencyInvalid, create(kLive, "clé", body))
+	w.fails(t, 400, fault.CodeIdempotencyInvalid, create(kLive, "clé", body))
 	// A request still in progress (its lock held, as by another node) gets 409.
 	if ok, err := w.bus.SetNX(ctx, idemLockKey(w.org.ID, "createAgent", "k-busy"), []byte("other"), time.Minute); !ok || err != nil {
 		t.Fatalf("take lock: %v %v", ok, err)
 	}
-	busy := w.fails(t, 409, CodeIdempotencyInUse, create(kLive, "k-busy", body))
+	busy := w.fails(t, 409, fault.CodeIdempotencyInUse, create(kLive, "k-busy", body))
 	if busy.Header.Get("Retry-After") == "" {
 		t.Fatal("409 in use without Retry-After")
 	}
 	// An answer that is not 2xx is not kept: the fixed request goes through with the same key.
 	bad := map[string]any{"project_id": w.p1.ID, "definition": definition("Fixed", "faq", "inbound", func(a map[string]any) { a["kind"] = "robot" })}
-	w.fails(t, 422, CodeInvalidDefinition, create(kLive, "k-2", bad))
+	w.fails(t, 422, fault.CodeInvalidDefinition, create(kLive, "k-2", bad))
 	fixed := map[string]any{"project_id": w.p1.ID, "definition": definition("Fixed", "faq", "inbound")}
 	w.must(t, 201, create(kLive, "k-2", fixed))
 	// Kept 24 hours: a day later the key is new again.
@@ -103,13 +105,13 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 		key    string
 	}{
 		{nil, idemOptional, "", ""},
-		{nil, idemRequired, CodeIdempotencyMissing, ""},
+		{nil, idemRequired, fault.CodeIdempotencyMissing, ""},
 		{[]string{"abc-123"}, idemRequired, "", "abc-123"},
-		{[]string{""}, idemRequired, CodeIdempotencyInvalid, ""},
-		{[]string{strings.Repeat("x", 121)}, idemOptional, CodeIdempotencyTooLong, ""},
+		{[]string{""}, idemRequired, fault.CodeIdempotencyInvalid, ""},
+		{[]string{strings.Repeat("x", 121)}, idemOptional, fault.CodeIdempotencyTooLong, ""},
 		{[]string{strings.Repeat("x", 120)}, idemOptional, "", strings.Repeat("x", 120)},
-		{[]string{"a", "b"}, idemOptional, CodeIdempotencyInvalid, ""},
-		{[]string{"tab\there"}, idemOptional, CodeIdempotencyInvalid, ""},
+		{[]string{"a", "b"}, idemOptional, fault.CodeIdempotencyInvalid, ""},
+		{[]string{"tab\there"}, idemOptional, fault.CodeIdempotencyInvalid, ""},
 		{[]string{"spaces are fine ~!"}, idemOptional, "", "spaces are fine ~!"},
 	}
 	for _, c := range cases {
@@ -148,7 +150,7 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 		h.ServeHTTP(rec, r)
 		return rec
 	}
-	if rec := send(""); rec.Code != 400 || !strings.Contains(rec.Body.String(), CodeIdempotencyMissing) {
+	if rec := send(""); rec.Code != 400 || !strings.Contains(rec.Body.String(), fault.CodeIdempotencyMissing) {
 		t.Fatalf("without a key: %d %s", rec.Code, rec.Body)
 	}
 	a, b := send("once"), send("once")
@@ -190,7 +192,7 @@ func testIdempotencyAcrossNodes(t *testing.T, e engine) {
 	if ok, err := b.bus.SetNX(ctx, idemLockKey(a.org.ID, "createAgent", "held"), []byte("b"), time.Minute); !ok || err != nil {
 		t.Fatalf("lock on node b: %v %v", ok, err)
 	}
-	a.fails(t, 409, CodeIdempotencyInUse, create("held"))
+	a.fails(t, 409, fault.CodeIdempotencyInUse, create("held"))
 	// The same request sent to both nodes at once: one agent, every answer the same or 409.
 	const n = 8
 	var wg sync.WaitGroup
@@ -212,7 +214,7 @@ func testIdempotencyAcrossNodes(t *testing.T, e engine) {
 			}
 			created = r.Body
 		case 409:
-			if r.Code() != CodeIdempotencyInUse {
+			if r.Code() != fault.CodeIdempotencyInUse {
 				t.Fatalf("409 %s", r)
 			}
 		default:
@@ -247,7 +249,7 @@ func testRateLimits(t *testing.T, e engine) {
 		}
 	}
 	r := get(kLive)
-	if r.Status != 429 || r.Code() != CodeRateLimited || r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Remaining") != "0" || !strings.Contains(r.Str("detail"), "API key") {
+	if r.Status != 429 || r.Code() != fault.CodeRateLimited || r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Remaining") != "0" || !strings.Contains(r.Str("detail"), "API key") {
 		t.Fatalf("over the key limit: %s %v", r, r.Header)
 	}
 	if s, _ := strconv.Atoi(r.Header.Get("Retry-After")); s < 1 || s > 12 {
@@ -284,7 +286,7 @@ func testRateLimitsAcrossNodes(t *testing.T, e engine) {
 		node.must(t, 200, req{method: "GET", path: "/v1/agents", key: kLive})
 	}
 	for _, node := range []*world{a, b} {
-		r := node.fails(t, 429, CodeRateLimited, req{method: "GET", path: "/v1/agents", key: kLive})
+		r := node.fails(t, 429, fault.CodeRateLimited, req{method: "GET", path: "/v1/agents", key: kLive})
 		if r.Header.Get("Retry-After") == "" {
 			t.Fatalf("429 without Retry-After: %v", r.Header)
 		}

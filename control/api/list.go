@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
+	"github.com/parley-voice/parley/control/fault"
 
-	"github.com/parley-voice/parley/control/problem"
+	"github.com/google/uuid"
 )
 
 // Lists. A page holds limit items (default defaultLimit, 1 to 100) in the operation's order and
@@ -77,12 +77,12 @@ func pageOf(c *call, pathValues ...string) (page, error) {
 		err = json.Unmarshal(b, &cb)
 	}
 	if err != nil || cb.V != 1 || cb.Op != c.op.ID || cb.After == "" {
-		return p, &problem.Error{Status: 422, Code: CodeInvalidCursor, Detail: "The cursor is not one this list gave out; send the next_cursor of the previous page as it is.",
-			Errors: []problem.FieldError{{Parameter: "cursor", Code: CodeInvalidCursor, Detail: "Not a cursor of this list."}}}
+		return p, &fault.Error{Status: 422, Code: fault.CodeInvalidCursor, Detail: "The cursor is not one this list gave out; send the next_cursor of the previous page as it is.",
+			Errors: []fault.FieldError{{Parameter: "cursor", Code: fault.CodeInvalidCursor, Detail: "Not a cursor of this list."}}}
 	}
 	if cb.F != p.filters {
-		return p, &problem.Error{Status: 422, Code: CodeCursorMismatch, Detail: "The cursor belongs to a page with other filters; send it with the filters of the page it came from, or start again without a cursor.",
-			Errors: []problem.FieldError{{Parameter: "cursor", Code: CodeCursorMismatch, Detail: "Sent with filters other than its page's."}}}
+		return p, &fault.Error{Status: 422, Code: fault.CodeCursorMismatch, Detail: "The cursor belongs to a page with other filters; send it with the filters of the page it came from, or start again without a cursor.",
+			Errors: []fault.FieldError{{Parameter: "cursor", Code: fault.CodeCursorMismatch, Detail: "Sent with filters other than its page's."}}}
 	}
 	p.after = cb.After
 	return p, nil

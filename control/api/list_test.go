@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/bus"
-	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -38,16 +39,16 @@ func TestCursor(t *testing.T) {
 		op    string
 		code  string
 	}{
-		{"other filter", map[string]string{"kind": "desk", "cursor": *l.NextCursor}, "listThings", CodeCursorMismatch},
-		{"filter dropped", map[string]string{"cursor": *l.NextCursor}, "listThings", CodeCursorMismatch},
-		{"other list", map[string]string{"kind": "faq", "cursor": *l.NextCursor}, "listOthers", CodeInvalidCursor},
-		{"not base64", map[string]string{"cursor": "%%%"}, "listThings", CodeInvalidCursor},
-		{"not JSON", map[string]string{"cursor": base64.RawURLEncoding.EncodeToString([]byte("x"))}, "listThings", CodeInvalidCursor},
-		{"empty position", map[string]string{"cursor": base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"o":"listThings"}`))}, "listThings", CodeInvalidCursor},
+		{"other filter", map[string]string{"kind": "desk", "cursor": *l.NextCursor}, "listThings", fault.CodeCursorMismatch},
+		{"filter dropped", map[string]string{"cursor": *l.NextCursor}, "listThings", fault.CodeCursorMismatch},
+		{"other list", map[string]string{"kind": "faq", "cursor": *l.NextCursor}, "listOthers", fault.CodeInvalidCursor},
+		{"not base64", map[string]string{"cursor": "%%%"}, "listThings", fault.CodeInvalidCursor},
+		{"not JSON", map[string]string{"cursor": base64.RawURLEncoding.EncodeToString([]byte("x"))}, "listThings", fault.CodeInvalidCursor},
+		{"empty position", map[string]string{"cursor": base64.RawURLEncoding.EncodeToString([]byte(`{"v":1,"o":"listThings"}`))}, "listThings", fault.CodeInvalidCursor},
 	}
 	for _, tc := range cases {
 		_, err := pageOf(&call{op: &operation{ID: tc.op}, query: tc.query})
-		var pe *problem.Error
+		var pe *fault.Error
 		if !errors.As(err, &pe) || pe.Code != tc.code || pe.Status != 422 {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
 		}
@@ -99,7 +100,7 @@ func TestRateLimitBusDown(t *testing.T) {
 	m.Close()
 	w.limited = false // no headers without a bus
 	w.must(t, http.StatusOK, req{method: "GET", path: "/v1/me", key: kLive})
-	w.fails(t, http.StatusServiceUnavailable, CodeServiceUnavailable, req{method: "POST", path: "/v1/agents", key: kLive,
+	w.fails(t, http.StatusServiceUnavailable, fault.CodeServiceUnavailable, req{method: "POST", path: "/v1/agents", key: kLive,
 		header: map[string]string{idemHeader: "k"}, body: map[string]any{"project_id": w.p1.ID, "definition": definition("X", "faq", "inbound")}})
 }
 

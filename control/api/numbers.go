@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -55,7 +57,7 @@ func (a *API) listPhoneNumbers(w http.ResponseWriter, r *http.Request) error {
 	}
 	if pg.after != "" {
 		if f.AfterID, err = store.ParseID[store.PhoneNumberID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	nums, err := a.Store.ListPhoneNumbers(ctx, f)
@@ -89,7 +91,7 @@ func (a *API) updatePhoneNumber(w http.ResponseWriter, r *http.Request) error {
 		change.Label = &v
 	}
 	raw := pathParam(r, "phone_number_id")
-	notFound := apiError(CodePhoneNumberNotFound, "No phone number %s is reachable with this key.", quoteID(raw))
+	notFound := fault.E(fault.CodePhoneNumberNotFound, "No phone number %s is reachable with this key.", quoteID(raw))
 	return a.change(w, r, func(tx *store.Tx, au *auditor) (int, any, error) {
 		id, err := store.ParseID[store.PhoneNumberID](raw)
 		if err != nil {
@@ -116,7 +118,7 @@ func (a *API) updatePhoneNumber(w http.ResponseWriter, r *http.Request) error {
 		}
 		changed, err := tx.ChangePhoneNumber(ctx, id, change)
 		if errors.Is(err, store.ErrOtherProject) {
-			return 0, nil, apiError(CodeAgentOtherProject, "The agent is in another project than the number; assign numbers to agents of their own project.")
+			return 0, nil, fault.E(fault.CodeAgentOtherProject, "The agent is in another project than the number; assign numbers to agents of their own project.")
 		}
 		if err != nil {
 			return 0, nil, err

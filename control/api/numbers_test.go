@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -62,20 +64,20 @@ func testPhoneNumbers(t *testing.T, e engine) {
 		t.Fatalf("narrow key sees %s", n)
 	}
 	// Refusals.
-	w.fails(t, 422, CodeAgentOtherProject, patch(kLive, n1, map[string]any{"agent_id": b}))
-	w.fails(t, 404, CodeAgentNotFound, patch(kLive, n1, map[string]any{"agent_id": "0190a6f0-0000-7000-8000-0000000000aa"}))
-	w.fails(t, 404, CodeAgentNotFound, patch(kNarrow, n1, map[string]any{"agent_id": b}))
-	w.fails(t, 404, CodePhoneNumberNotFound, patch(kNarrow, n3, map[string]any{"label": "x"}))
-	w.fails(t, 404, CodePhoneNumberNotFound, patch(kLive, "0190a6f0-0000-7000-8000-0000000000aa", map[string]any{"label": "x"}))
-	w.fails(t, 403, CodeLiveKeyRequired, patch(kTest, n1, map[string]any{"label": "x"}))
-	w.fails(t, 403, CodeMissingPermission, patch(kReadOnly, n1, map[string]any{"label": "x"}))
-	w.fails(t, 422, CodeValidationFailed, patch(kLive, n1, map[string]any{})).hasError(t, "", "too_short")
-	w.fails(t, 422, CodeValidationFailed, patch(kLive, n1, map[string]any{"number": "+15550000000"})).hasError(t, "/number", "unknown_field")
-	w.fails(t, 422, CodeValidationFailed, patch(kLive, n1, map[string]any{"label": strings.Repeat("l", 121)})).hasError(t, "/label", "too_long")
-	w.fails(t, 422, CodeValidationFailed, patch(kLive, n1, map[string]any{"agent_id": "agent-1"})).hasError(t, "/agent_id", "invalid_format")
-	w.fails(t, 413, CodeBodyTooLarge, patch(kLive, n1, `{"label": "`+strings.Repeat("x", 65<<10)+`"}`))
+	w.fails(t, 422, fault.CodeAgentOtherProject, patch(kLive, n1, map[string]any{"agent_id": b}))
+	w.fails(t, 404, fault.CodeAgentNotFound, patch(kLive, n1, map[string]any{"agent_id": "0190a6f0-0000-7000-8000-0000000000aa"}))
+	w.fails(t, 404, fault.CodeAgentNotFound, patch(kNarrow, n1, map[string]any{"agent_id": b}))
+	w.fails(t, 404, fault.CodePhoneNumberNotFound, patch(kNarrow, n3, map[string]any{"label": "x"}))
+	w.fails(t, 404, fault.CodePhoneNumberNotFound, patch(kLive, "0190a6f0-0000-7000-8000-0000000000aa", map[string]any{"label": "x"}))
+	w.fails(t, 403, fault.CodeLiveKeyRequired, patch(kTest, n1, map[string]any{"label": "x"}))
+	w.fails(t, 403, fault.CodeMissingPermission, patch(kReadOnly, n1, map[string]any{"label": "x"}))
+	w.fails(t, 422, fault.CodeValidationFailed, patch(kLive, n1, map[string]any{})).hasError(t, "", "too_short")
+	w.fails(t, 422, fault.CodeValidationFailed, patch(kLive, n1, map[string]any{"number": "+15550000000"})).hasError(t, "/number", "unknown_field")
+	w.fails(t, 422, fault.CodeValidationFailed, patch(kLive, n1, map[string]any{"label": strings.Repeat("l", 121)})).hasError(t, "/label", "too_long")
+	w.fails(t, 422, fault.CodeValidationFailed, patch(kLive, n1, map[string]any{"agent_id": "agent-1"})).hasError(t, "/agent_id", "invalid_format")
+	w.fails(t, 413, fault.CodeBodyTooLarge, patch(kLive, n1, `{"label": "`+strings.Repeat("x", 65<<10)+`"}`))
 	if err := st.SetProjectFrozen(ctx, w.p1.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	w.fails(t, 409, CodeProjectFrozen, patch(kLive, n1, map[string]any{"label": "x"}))
+	w.fails(t, 409, fault.CodeProjectFrozen, patch(kLive, n1, map[string]any{"label": "x"}))
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/jsoncheck"
 )
@@ -66,8 +68,8 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 		item[strings.ToLower(op.Method)] = operationObject(op)
 	}
 	var catalog []any
-	for _, c := range sortedCodes() {
-		catalog = append(catalog, map[string]any{"code": c, "status": codes[c].Status, "description": codes[c].Description})
+	for _, c := range fault.Sorted() {
+		catalog = append(catalog, map[string]any{"code": c, "status": fault.Codes[c].Status, "description": fault.Codes[c].Description})
 	}
 	doc := map[string]any{
 		"openapi":           "3.1.0",
@@ -232,7 +234,7 @@ func operationObject(op *operation) map[string]any {
 	}
 	byStatus := map[int][]string{}
 	for _, c := range op.codes() {
-		byStatus[codes[c].Status] = append(byStatus[codes[c].Status], c)
+		byStatus[fault.Codes[c].Status] = append(byStatus[fault.Codes[c].Status], c)
 	}
 	statuses := slices.Collect(maps.Keys(byStatus))
 	sort.Ints(statuses)
@@ -240,7 +242,7 @@ func operationObject(op *operation) map[string]any {
 		cs := byStatus[st]
 		var lines []string
 		for _, c := range cs {
-			lines = append(lines, c+": "+codes[c].Description)
+			lines = append(lines, c+": "+fault.Codes[c].Description)
 		}
 		rh := maps.Clone(headers)
 		if st == 429 || st == 503 || st == 409 {

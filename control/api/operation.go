@@ -13,10 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/parley-voice/parley/control/jsoncheck"
-	"github.com/parley-voice/parley/control/problem"
 )
 
 // idemMode says whether an operation takes an Idempotency-Key.
@@ -117,41 +118,41 @@ func (op *operation) codes() []string {
 	cs := slices.Clone(commonCodes)
 	add := func(c ...string) { cs = append(cs, c...) }
 	if op.Permission != "" {
-		add(CodeMissingPermission)
+		add(fault.CodeMissingPermission)
 	}
 	if op.LiveOnly {
-		add(CodeLiveKeyRequired)
+		add(fault.CodeLiveKeyRequired)
 	}
 	if op.Changes {
-		add(CodeOrganizationFrozen)
+		add(fault.CodeOrganizationFrozen)
 	}
 	if op.Multipart {
-		add(CodeBodyTooLarge, CodeUnsupportedMediaType, CodeValidationFailed)
+		add(fault.CodeBodyTooLarge, fault.CodeUnsupportedMediaType, fault.CodeValidationFailed)
 	} else if op.Method != http.MethodGet {
-		add(CodeBodyTooLarge, CodeUnsupportedMediaType, CodeMalformedJSON)
+		add(fault.CodeBodyTooLarge, fault.CodeUnsupportedMediaType, fault.CodeMalformedJSON)
 		if op.Body != "" {
-			add(CodeValidationFailed)
+			add(fault.CodeValidationFailed)
 		} else {
-			add(CodeUnexpectedBodyContent)
+			add(fault.CodeUnexpectedBodyContent)
 		}
 	}
 	hasQuery := false
 	for _, p := range op.allParams() {
 		hasQuery = hasQuery || p.In == "query"
 	}
-	add(CodeUnknownParameter)
+	add(fault.CodeUnknownParameter)
 	if hasQuery {
-		add(CodeInvalidParameter)
+		add(fault.CodeInvalidParameter)
 	}
 	if op.List {
-		add(CodeInvalidCursor, CodeCursorMismatch)
+		add(fault.CodeInvalidCursor, fault.CodeCursorMismatch)
 	}
 	switch op.Idempotency {
 	case idemRequired:
-		add(CodeIdempotencyMissing)
+		add(fault.CodeIdempotencyMissing)
 		fallthrough
 	case idemOptional:
-		add(CodeIdempotencyTooLong, CodeIdempotencyInvalid, CodeIdempotencyReused, CodeIdempotencyInUse)
+		add(fault.CodeIdempotencyTooLong, fault.CodeIdempotencyInvalid, fault.CodeIdempotencyReused, fault.CodeIdempotencyInUse)
 	}
 	add(op.Codes...)
 	slices.Sort(cs)
@@ -190,15 +191,15 @@ func (a *API) handler(op *operation) http.Handler {
 func (a *API) serve(w http.ResponseWriter, r *http.Request, c *call) error {
 	op, p := c.op, c.p
 	if op.Permission != "" && !p.Key.HasScope(op.Permission) {
-		e := apiError(CodeMissingPermission, "This key lacks the permission %s, which %s %s needs.", op.Permission, op.Method, "/v1"+op.Path)
+		e := fault.E(fault.CodeMissingPermission, "This key lacks the permission %s, which %s %s needs.", op.Permission, op.Method, "/v1"+op.Path)
 		e.Extra = map[string]any{"permission": op.Permission}
 		return e
 	}
 	if op.LiveOnly && !p.Live() {
-		return apiError(CodeLiveKeyRequired, "%s %s needs a live key; this is a test key.", op.Method, "/v1"+op.Path)
+		return fault.E(fault.CodeLiveKeyRequired, "%s %s needs a live key; this is a test key.", op.Method, "/v1"+op.Path)
 	}
 	if op.Changes && p.Org.Frozen {
-		return apiError(CodeOrganizationFrozen, "The organization is frozen: it can read but not change anything.")
+		return fault.E(fault.CodeOrganizationFrozen, "The organization is frozen: it can read but not change anything.")
 	}
 	q, err := checkQuery(r, op)
 	if err != nil {
@@ -229,18 +230,18 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, c *call) error {
 func readBody(r *http.Request, op *operation) ([]byte, error) {
 	limit := op.maxBody()
 	if r.ContentLength > limit {
-		return nil, apiError(CodeBodyTooLarge, "The request body is larger than %d bytes, the most %s %s takes.", limit, op.Method, "/v1"+op.Path)
+		return nil, fault.E(fault.CodeBodyTooLarge, "The request body is larger than %d bytes, the most %s %s takes.", limit, op.Method, "/v1"+op.Path)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, apiError(CodeBodyTooLarge, "The request body is larger than %d bytes.", mbe.Limit)
+			return nil, fault.E(fault.CodeBodyTooLarge, "The request body is larger than %d bytes.", mbe.Limit)
 		}
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	if int64(len(body)) > limit {
-		return nil, apiError(CodeBodyTooLarge, "The request body is larger than %d bytes, the most %s %s takes.", limit, op.Method, "/v1"+op.Path)
+		return nil, fault.E(fault.CodeBodyTooLarge, "The request body is larger than %d bytes, the most %s %s takes.", limit, op.Method, "/v1"+op.Path)
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, nil
@@ -248,10 +249,10 @@ func readBody(r *http.Request, op *operation) ([]byte, error) {
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return nil, apiError(CodeUnsupportedMediaType, "Send the body as Content-Type: application/json (got %q).", ct)
+		return nil, fault.E(fault.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json (got %q).", ct)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, apiError(CodeUnsupportedMediaType, "Bodies are UTF-8 JSON; charset %q is not taken.", cs)
+		return nil, fault.E(fault.CodeUnsupportedMediaType, "Bodies are UTF-8 JSON; charset %q is not taken.", cs)
 	}
 	return body, nil
 }
@@ -267,8 +268,8 @@ func (a *API) checkBody(c *call) error {
 			}
 			return a.validateBody(c)
 		}
-		return &problem.Error{Status: 422, Code: CodeValidationFailed, Detail: fmt.Sprintf("%s %s needs a JSON body.", op.Method, "/v1"+op.Path),
-			Errors: []problem.FieldError{{Pointer: "", Code: jsoncheck.CodeRequired, Detail: "A JSON body is required."}}}
+		return &fault.Error{Status: 422, Code: fault.CodeValidationFailed, Detail: fmt.Sprintf("%s %s needs a JSON body.", op.Method, "/v1"+op.Path),
+			Errors: []fault.FieldError{{Pointer: "", Code: jsoncheck.CodeRequired, Detail: "A JSON body is required."}}}
 	}
 	v, err := jsoncheck.Decode(c.raw)
 	if err != nil {
@@ -278,16 +279,16 @@ func (a *API) checkBody(c *call) error {
 	if op.Body == "" {
 		obj, ok := v.(map[string]any)
 		if !ok || len(obj) > 0 {
-			var fes []problem.FieldError
+			var fes []fault.FieldError
 			for k := range obj {
-				fes = append(fes, problem.FieldError{Pointer: "/" + jsoncheck.EscapePointer(k), Code: jsoncheck.CodeUnknownField,
+				fes = append(fes, fault.FieldError{Pointer: "/" + jsoncheck.EscapePointer(k), Code: jsoncheck.CodeUnknownField,
 					Detail: fmt.Sprintf("Unknown field %q: %s %s takes no body members.", k, op.Method, "/v1"+op.Path)})
 			}
-			slices.SortFunc(fes, func(a, b problem.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
+			slices.SortFunc(fes, func(a, b fault.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
 			if len(fes) == 0 {
-				fes = []problem.FieldError{{Pointer: "", Code: jsoncheck.CodeInvalidType, Detail: "The body must be empty or {}."}}
+				fes = []fault.FieldError{{Pointer: "", Code: jsoncheck.CodeInvalidType, Detail: "The body must be empty or {}."}}
 			}
-			return &problem.Error{Status: 422, Code: CodeUnexpectedBodyContent, Detail: fes[0].Detail, Errors: fes}
+			return &fault.Error{Status: 422, Code: fault.CodeUnexpectedBodyContent, Detail: fes[0].Detail, Errors: fes}
 		}
 		return nil
 	}
@@ -301,10 +302,10 @@ func (a *API) validateBody(c *call) error {
 		return err
 	}
 	if ps := v.Validate(c.value); len(ps) > 0 {
-		code := CodeValidationFailed
+		code := fault.CodeValidationFailed
 		for _, p := range ps {
 			if strings.HasPrefix(p.Pointer, "/definition/") || p.Pointer == "/definition" {
-				code = CodeInvalidDefinition
+				code = fault.CodeInvalidDefinition
 			}
 		}
 		return invalid(code, ps)
@@ -316,23 +317,23 @@ func (a *API) validateBody(c *call) error {
 func malformed(err error) error {
 	var se *jsoncheck.SyntaxError
 	if errors.As(err, &se) {
-		return &problem.Error{Status: 422, Code: CodeMalformedJSON, Detail: "The body is not valid JSON: " + se.Error() + ".",
-			Errors: []problem.FieldError{{Pointer: se.Pointer, Code: jsoncheck.CodeMalformed, Detail: se.Error()}}}
+		return &fault.Error{Status: 422, Code: fault.CodeMalformedJSON, Detail: "The body is not valid JSON: " + se.Error() + ".",
+			Errors: []fault.FieldError{{Pointer: se.Pointer, Code: jsoncheck.CodeMalformed, Detail: se.Error()}}}
 	}
 	var de *jsoncheck.DuplicateError
 	if errors.As(err, &de) {
-		return &problem.Error{Status: 422, Code: CodeMalformedJSON, Detail: "The body " + de.Error() + "; each member may appear once.",
-			Errors: []problem.FieldError{{Pointer: de.Pointer, Code: jsoncheck.CodeDuplicate, Detail: de.Error()}}}
+		return &fault.Error{Status: 422, Code: fault.CodeMalformedJSON, Detail: "The body " + de.Error() + "; each member may appear once.",
+			Errors: []fault.FieldError{{Pointer: de.Pointer, Code: jsoncheck.CodeDuplicate, Detail: de.Error()}}}
 	}
 	return err
 }
 
 // invalid builds a 422 from problems; detail repeats the first ones.
-func invalid(code string, ps []jsoncheck.Problem) *problem.Error {
-	fes := make([]problem.FieldError, len(ps))
+func invalid(code string, ps []jsoncheck.Problem) *fault.Error {
+	fes := make([]fault.FieldError, len(ps))
 	details := make([]string, 0, 3)
 	for i, p := range ps {
-		fes[i] = problem.FieldError{Pointer: p.Pointer, Code: p.Code, Detail: p.Detail}
+		fes[i] = fault.FieldError{Pointer: p.Pointer, Code: p.Code, Detail: p.Detail}
 		if i < 3 {
 			details = append(details, p.Detail)
 		}
@@ -341,13 +342,13 @@ func invalid(code string, ps []jsoncheck.Problem) *problem.Error {
 	if len(ps) > 3 {
 		detail += fmt.Sprintf(" (%d more in errors)", len(ps)-3)
 	}
-	return &problem.Error{Status: 422, Code: code, Detail: detail, Errors: fes}
+	return &fault.Error{Status: 422, Code: code, Detail: detail, Errors: fes}
 }
 
 // bind decodes the checked body into dst.
 func (c *call) bind(dst any) error {
 	if err := json.Unmarshal(c.raw, dst); err != nil {
-		return &problem.Error{Status: 422, Code: CodeValidationFailed, Detail: "The body does not fit: " + err.Error(), Cause: err}
+		return &fault.Error{Status: 422, Code: fault.CodeValidationFailed, Detail: "The body does not fit: " + err.Error(), Cause: err}
 	}
 	return nil
 }
@@ -363,7 +364,7 @@ func checkQuery(r *http.Request, op *operation) (map[string]string, error) {
 			known[p.Name] = p
 		}
 	}
-	var fes []problem.FieldError
+	var fes []fault.FieldError
 	names := make([]string, 0, len(values))
 	for k := range values {
 		names = append(names, k)
@@ -374,16 +375,16 @@ func checkQuery(r *http.Request, op *operation) (map[string]string, error) {
 		p, ok := known[k]
 		switch {
 		case !ok:
-			fes = append(fes, problem.FieldError{Parameter: k, Code: CodeUnknownParameter, Detail: fmt.Sprintf("%s %s takes no query parameter %q.", op.Method, "/v1"+op.Path, k)})
+			fes = append(fes, fault.FieldError{Parameter: k, Code: fault.CodeUnknownParameter, Detail: fmt.Sprintf("%s %s takes no query parameter %q.", op.Method, "/v1"+op.Path, k)})
 			continue
 		case len(vs) > 1 && !p.Array:
-			fes = append(fes, problem.FieldError{Parameter: k, Code: CodeInvalidParameter, Detail: fmt.Sprintf("Query parameter %s is given %d times; give it once.", k, len(vs))})
+			fes = append(fes, fault.FieldError{Parameter: k, Code: fault.CodeInvalidParameter, Detail: fmt.Sprintf("Query parameter %s is given %d times; give it once.", k, len(vs))})
 			continue
 		}
 		bad := false
 		for _, v := range vs {
 			if msg := p.check(v); msg != "" {
-				fes = append(fes, problem.FieldError{Parameter: k, Code: CodeInvalidParameter, Detail: msg})
+				fes = append(fes, fault.FieldError{Parameter: k, Code: fault.CodeInvalidParameter, Detail: msg})
 				bad = true
 				break
 			}
@@ -395,11 +396,11 @@ func checkQuery(r *http.Request, op *operation) (map[string]string, error) {
 	if len(fes) == 0 {
 		return out, nil
 	}
-	code := CodeInvalidParameter
-	if fes[0].Code == CodeUnknownParameter {
-		code = CodeUnknownParameter
+	code := fault.CodeInvalidParameter
+	if fes[0].Code == fault.CodeUnknownParameter {
+		code = fault.CodeUnknownParameter
 	}
-	return nil, &problem.Error{Status: 422, Code: code, Detail: fes[0].Detail, Errors: fes}
+	return nil, &fault.Error{Status: 422, Code: code, Detail: fes[0].Detail, Errors: fes}
 }
 
 // check returns what is wrong with a value of p, or "".

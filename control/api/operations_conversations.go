@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/parley-voice/parley/control/fault"
 )
 
 // Tag descriptions of the document: what a conversation is and how it moves.
@@ -23,8 +25,8 @@ const (
 func conversationOperations() []*operation {
 	convID := param{Name: "conversation_id", In: "path", Type: "string", Format: "uuid", Description: "The conversation."}
 	schedID := param{Name: "scheduled_call_id", In: "path", Type: "string", Format: "uuid", Description: "The scheduled call."}
-	startCodes := []string{CodeAgentNotFound, CodeAgentNotPublished, CodeChannelDisabled, CodeProjectFrozen, CodeCreditExhausted}
-	steerCodes := []string{CodeConversationNotFound, CodeConversationEnded, CodeConversationNotLive, CodeProjectFrozen, CodeUpstreamUnreachable}
+	startCodes := []string{fault.CodeAgentNotFound, fault.CodeAgentNotPublished, fault.CodeChannelDisabled, fault.CodeProjectFrozen, fault.CodeCreditExhausted}
+	steerCodes := []string{fault.CodeConversationNotFound, fault.CodeConversationEnded, fault.CodeConversationNotLive, fault.CodeProjectFrozen, fault.CodeUpstreamUnreachable}
 	return []*operation{
 		{
 			ID: "createCall", Method: http.MethodPost, Path: "/calls", Tag: "Calls",
@@ -34,7 +36,7 @@ func conversationOperations() []*operation {
 				"501 when no node runs the media role with a SIP trunk; 502 when the media node or the trunk cannot be reached; 429 too_many_calls when the organization has as many calls going as it may.",
 			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
 			Body:   "CallCreate",
-			Codes:  append(append([]string{}, startCodes...), CodeAgentNotOutbound, CodeNoNumberToCallFrom, CodeDoNotCall, CodeOutsideCallWindow, CodeTooManyCalls, CodePhoneUnavailable, CodeUpstreamUnreachable),
+			Codes:  append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodeOutsideCallWindow, fault.CodeTooManyCalls, fault.CodePhoneUnavailable, fault.CodeUpstreamUnreachable),
 			Status: http.StatusCreated, Response: "Conversation", Location: true,
 			Handle: (*API).createCall,
 		},
@@ -67,7 +69,7 @@ func conversationOperations() []*operation {
 				"The request is checked now and again when a worker dials it.",
 			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
 			Body:   "ScheduledCallCreate",
-			Codes:  append(append([]string{}, startCodes...), CodeAgentNotOutbound, CodeNoNumberToCallFrom, CodeDoNotCall, CodePhoneUnavailable),
+			Codes:  append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodePhoneUnavailable),
 			Status: http.StatusCreated, Response: "ScheduledCall", Location: true,
 			Handle: (*API).createScheduledCall,
 		},
@@ -76,7 +78,7 @@ func conversationOperations() []*operation {
 			Summary:    "Get a scheduled call",
 			Permission: "conversations:read",
 			Params:     []param{schedID},
-			Codes:      []string{CodeScheduledCallNotFound},
+			Codes:      []string{fault.CodeScheduledCallNotFound},
 			Status:     http.StatusOK, Response: "ScheduledCall",
 			Handle: (*API).getScheduledCall,
 		},
@@ -86,7 +88,7 @@ func conversationOperations() []*operation {
 			Description: "409 scheduled_call_not_cancellable once a worker is dialling it, or it was placed, failed or cancelled.",
 			Permission:  "calls:write", Changes: true,
 			Params: []param{schedID},
-			Codes:  []string{CodeScheduledCallNotFound, CodeScheduledNotCancelable, CodeProjectFrozen},
+			Codes:  []string{fault.CodeScheduledCallNotFound, fault.CodeScheduledNotCancelable, fault.CodeProjectFrozen},
 			Status: http.StatusOK, Response: "ScheduledCall",
 			Handle: (*API).cancelScheduledCall,
 		},
@@ -97,7 +99,7 @@ func conversationOperations() []*operation {
 				"Send its id in attachment_ids; it then belongs to that conversation and is deleted with it. A picture no message used is removed after a day.",
 			Permission: "attachments:write", Changes: true, Multipart: true, MaxBody: MaxUploadBytes,
 			Body:   "AttachmentUpload",
-			Codes:  []string{CodeUnsupportedImage},
+			Codes:  []string{fault.CodeUnsupportedImage},
 			Status: http.StatusCreated, Response: "Attachment",
 			Handle: (*API).uploadAttachment,
 		},
@@ -107,7 +109,7 @@ func conversationOperations() []*operation {
 			Description: "The agent must be published and take the chat channel. Answers 201 with the conversation (in progress) and its transcript so far: the agent's first message, when it has one. A test key chats with the fake providers (the agent answers \"You said: …\").",
 			Permission:  "chats:write", Changes: true, Idempotency: idemOptional,
 			Body:   "ChatCreate",
-			Codes:  append(append([]string{}, startCodes...), CodeProviderUnavailable),
+			Codes:  append(append([]string{}, startCodes...), fault.CodeProviderUnavailable),
 			Status: http.StatusCreated, Response: "ConversationWithTranscript", Location: true,
 			Handle: (*API).createChat,
 		},
@@ -120,7 +122,7 @@ func conversationOperations() []*operation {
 			Params: []param{convID},
 			Stream: true, StreamDoc: "With stream: true or Accept: text/event-stream the answer is text/event-stream: event delta (data {\"text\": …}, a piece of the reply, flushed as the model writes it), then event done (data: the ChatTurn) or event error (data {\"code\", \"detail\"}).",
 			Replay: replayMessage,
-			Codes:  []string{CodeConversationNotFound, CodeCreditExhausted, CodeConversationEnded, CodeChatLengthReached, CodeAgentBusy, CodeNotAChat, CodeProviderUnavailable},
+			Codes:  []string{fault.CodeConversationNotFound, fault.CodeCreditExhausted, fault.CodeConversationEnded, fault.CodeChatLengthReached, fault.CodeAgentBusy, fault.CodeNotAChat, fault.CodeProviderUnavailable},
 			Status: http.StatusOK, Response: "ChatTurn",
 			Handle: (*API).sendMessage,
 		},
@@ -131,7 +133,7 @@ func conversationOperations() []*operation {
 				"The conversation is pending until the page joins, then in progress; it ends no_answer when nobody joins in time. A retry with the same Idempotency-Key returns the same call.",
 			Permission: "calls:write", LiveOnly: true, Changes: true, Idempotency: idemOptional,
 			Body:   "WebCallCreate",
-			Codes:  append(append([]string{}, startCodes...), CodeTooManyCalls, CodeDailyLimit, CodeVoiceUnavailable, CodeUpstreamUnreachable),
+			Codes:  append(append([]string{}, startCodes...), fault.CodeTooManyCalls, fault.CodeDailyLimit, fault.CodeVoiceUnavailable, fault.CodeUpstreamUnreachable),
 			Status: http.StatusCreated, Response: "WebCall",
 			Handle: (*API).createWebCall,
 		},
@@ -150,7 +152,7 @@ func conversationOperations() []*operation {
 				{Name: "created_before", In: "query", Type: "string", Format: "date-time", Description: "Only conversations created before this moment."},
 			},
 			List:   true,
-			Codes:  []string{CodeProjectNotFound},
+			Codes:  []string{fault.CodeProjectNotFound},
 			Status: http.StatusOK, Response: "ConversationList",
 			Handle: (*API).listConversations,
 		},
@@ -163,7 +165,7 @@ func conversationOperations() []*operation {
 				{Name: "agent_id", In: "query", Type: "string", Format: "uuid"},
 			},
 			List:   true,
-			Codes:  []string{CodeProjectNotFound},
+			Codes:  []string{fault.CodeProjectNotFound},
 			Status: http.StatusOK, Response: "DeletedConversationList",
 			Handle: (*API).listDeletedConversations,
 		},
@@ -174,7 +176,7 @@ func conversationOperations() []*operation {
 			Permission:  "conversations:read",
 			Params: []param{convID, {Name: "include", In: "query", Type: "string", Enum: []string{"transcript", "cost"}, Array: true,
 				Description: "Repeatable: transcript, cost."}},
-			Codes:  []string{CodeConversationNotFound},
+			Codes:  []string{fault.CodeConversationNotFound},
 			Status: http.StatusOK, Response: "ConversationWithTranscript",
 			Handle: (*API).getConversation,
 		},
@@ -185,7 +187,7 @@ func conversationOperations() []*operation {
 				"The conversation is then listed under GET /v1/conversations/deleted and the event conversation.deleted is recorded.",
 			Permission: "conversations:delete", Changes: true,
 			Params: []param{convID},
-			Codes:  []string{CodeConversationNotFound, CodeCallInProgress, CodeAgentBusy, CodeProjectFrozen},
+			Codes:  []string{fault.CodeConversationNotFound, fault.CodeCallInProgress, fault.CodeAgentBusy, fault.CodeProjectFrozen},
 			Status: http.StatusOK, Response: "Deleted",
 			Handle: (*API).deleteConversation,
 		},
@@ -196,7 +198,7 @@ func conversationOperations() []*operation {
 			Permission:  "conversations:read",
 			Params:      []param{convID},
 			Binary:      "audio/wav",
-			Codes:       []string{CodeConversationNotFound, CodeRecordingNotFound, CodeRangeNotSatisfiable},
+			Codes:       []string{fault.CodeConversationNotFound, fault.CodeRecordingNotFound, fault.CodeRangeNotSatisfiable},
 			Status:      http.StatusOK, Response: "Conversation",
 			Handle: (*API).getRecording,
 		},
@@ -205,7 +207,7 @@ func conversationOperations() []*operation {
 			Summary:    "Get a conversation's transcript",
 			Permission: "transcripts:read",
 			Params:     []param{convID},
-			Codes:      []string{CodeConversationNotFound},
+			Codes:      []string{fault.CodeConversationNotFound},
 			Status:     http.StatusOK, Response: "Transcript",
 			Handle: (*API).getTranscript,
 		},
@@ -214,7 +216,7 @@ func conversationOperations() []*operation {
 			Summary:    "Follow a steering command to done or failed",
 			Permission: "conversations:read",
 			Params:     []param{convID, {Name: "command_id", In: "path", Type: "string", Format: "uuid", Description: "The command."}},
-			Codes:      []string{CodeConversationNotFound, CodeCommandNotFound},
+			Codes:      []string{fault.CodeConversationNotFound, fault.CodeCommandNotFound},
 			Status:     http.StatusOK, Response: "ConversationCommand",
 			Handle: (*API).getConversationCommand,
 		},
@@ -229,7 +231,7 @@ func conversationOperations() []*operation {
 				{Name: "after", In: "query", Type: "integer", Min: 0, Max: 1<<53 - 1, Default: 0, Description: "The last seq already read (0: none)."},
 				{Name: "wait", In: "query", Type: "integer", Min: 0, Max: liveMaxWait, Default: 0, Description: "Seconds to wait for a line, 0 to 30."},
 			},
-			Codes:  []string{CodeConversationNotFound, CodeNoLiveTranscript},
+			Codes:  []string{fault.CodeConversationNotFound, fault.CodeNoLiveTranscript},
 			Status: http.StatusOK, Response: "LiveTranscript",
 			Handle: (*API).getLiveTranscript,
 		},
@@ -263,7 +265,7 @@ func conversationOperations() []*operation {
 			Permission: "calls:write", Changes: true,
 			Body:   "TransferCreate",
 			Params: []param{convID},
-			Codes:  append(append([]string{}, steerCodes...), CodeNotTransferable),
+			Codes:  append(append([]string{}, steerCodes...), fault.CodeNotTransferable),
 			Status: http.StatusAccepted, Response: "ConversationCommand",
 			Handle: (*API).transferConversation,
 		},
@@ -274,7 +276,7 @@ func conversationOperations() []*operation {
 				"It is always a test-mode conversation (found with a test key), and costs nothing.",
 			Permission: "calls:write", Changes: true,
 			Body:   "TestInboundCallCreate",
-			Codes:  []string{CodeAgentNotFound, CodePhoneNumberNotFound, CodeAgentNotInbound, CodeAgentNotPublished, CodeChannelDisabled, CodeProjectFrozen, CodeTooManyCalls},
+			Codes:  []string{fault.CodeAgentNotFound, fault.CodePhoneNumberNotFound, fault.CodeAgentNotInbound, fault.CodeAgentNotPublished, fault.CodeChannelDisabled, fault.CodeProjectFrozen, fault.CodeTooManyCalls},
 			Status: http.StatusCreated, Response: "Conversation", Location: true,
 			Handle: (*API).createTestInboundCall,
 		},
@@ -286,7 +288,7 @@ func conversationOperations() []*operation {
 			Permission: "calls:listen", Changes: true, Extension: true,
 			Body: "ListenCreate", BodyOptional: true,
 			Params: []param{convID},
-			Codes:  []string{CodeConversationNotFound, CodeConversationEnded, CodeConversationNotLive, CodeNoAudio, CodeVoiceUnavailable, CodeUpstreamUnreachable},
+			Codes:  []string{fault.CodeConversationNotFound, fault.CodeConversationEnded, fault.CodeConversationNotLive, fault.CodeNoAudio, fault.CodeVoiceUnavailable, fault.CodeUpstreamUnreachable},
 			Status: http.StatusCreated, Response: "Listener",
 			Handle: (*API).listenConversation,
 		},

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -25,7 +27,7 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
 	var after store.ProjectID
 	if pg.after != "" {
 		if after, err = store.ParseID[store.ProjectID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	// An organization has few projects: they are read at once and paged here.

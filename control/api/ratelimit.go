@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 )
@@ -38,7 +40,7 @@ func (a *API) gate(next http.Handler) http.Handler {
 					return
 				}
 			}
-			if pe := (*problem.Error)(nil); errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
+			if pe := (*fault.Error)(nil); errors.As(err, &pe) && pe.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 			}
 			a.fail(w, r, err)
@@ -97,7 +99,7 @@ func (a *API) limit(w http.ResponseWriter, r *http.Request, bs []bucket) error {
 	if shown.Allowed {
 		return nil
 	}
-	e := apiError(CodeRateLimited, "Too many requests: at most %d a minute are allowed for this %s. Retry after %d seconds.",
+	e := fault.E(fault.CodeRateLimited, "Too many requests: at most %d a minute are allowed for this %s. Retry after %d seconds.",
 		shownPer, bucketKind(shownKey), ceilSeconds(shown.RetryAfter))
 	e.RetryAfter = max(shown.RetryAfter, time.Second)
 	return e

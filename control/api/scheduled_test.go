@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -41,11 +43,11 @@ func testScheduledCalls(t *testing.T, e engine) {
 	if got, _ := time.Parse(time.RFC3339, later.Str("due_at")); !got.Equal(dialAt.Add(3 * time.Hour)) {
 		t.Fatalf("due_at %s, want %s", later.Str("due_at"), dialAt.Add(3*time.Hour))
 	}
-	w.fails(t, 422, CodeValidationFailed, sched(kTest, "s3", map[string]any{"dial_at": now.Add(31 * 24 * time.Hour).Format(time.RFC3339)}))
-	w.fails(t, 404, CodeAgentNotFound, sched(kTest, "s4", map[string]any{"agent_id": "0190a6f0-0000-7000-8000-000000000000"}))
+	w.fails(t, 422, fault.CodeValidationFailed, sched(kTest, "s3", map[string]any{"dial_at": now.Add(31 * 24 * time.Hour).Format(time.RFC3339)}))
+	w.fails(t, 404, fault.CodeAgentNotFound, sched(kTest, "s4", map[string]any{"agent_id": "0190a6f0-0000-7000-8000-000000000000"}))
 	w.st.AddDoNotCall(ctx, w.org.ID, "+14155550199", "")
-	w.fails(t, 409, CodeDoNotCall, sched(kTest, "s5", map[string]any{"to_number": "+14155550199"}))
-	w.fails(t, 400, CodeIdempotencyMissing, req{method: "POST", path: "/v1/scheduled-calls", key: kTest, body: map[string]any{"agent_id": agent, "to_number": "+14155550100"}})
+	w.fails(t, 409, fault.CodeDoNotCall, sched(kTest, "s5", map[string]any{"to_number": "+14155550199"}))
+	w.fails(t, 400, fault.CodeIdempotencyMissing, req{method: "POST", path: "/v1/scheduled-calls", key: kTest, body: map[string]any{"agent_id": agent, "to_number": "+14155550100"}})
 	// Checked again when dialled: this one goes on the do-not-call list meanwhile.
 	blocked := w.must(t, http.StatusCreated, sched(kTest, "s6", map[string]any{"to_number": "+14155550177"}))
 	w.st.AddDoNotCall(ctx, w.org.ID, "+14155550177", "")
@@ -61,7 +63,7 @@ func testScheduledCalls(t *testing.T, e engine) {
 		t.Fatalf("its conversation %s", c)
 	}
 	failed := w.must(t, 200, req{method: "GET", path: "/v1/scheduled-calls/" + blocked.Str("id"), key: kTest})
-	if failed.Str("status") != "failed" || failed.Str("failure_code") != CodeDoNotCall {
+	if failed.Str("status") != "failed" || failed.Str("failure_code") != fault.CodeDoNotCall {
 		t.Fatalf("dialled onto the do-not-call list: %s", failed)
 	}
 	// Cancelling: a waiting call, then a placed one (409).
@@ -69,9 +71,9 @@ func testScheduledCalls(t *testing.T, e engine) {
 	if cancelled.Str("status") != "cancelled" || cancelled.JSON["cancelled_at"] == nil {
 		t.Fatalf("cancelled %s", cancelled)
 	}
-	w.fails(t, 409, CodeScheduledNotCancelable, req{method: "DELETE", path: "/v1/scheduled-calls/" + due.Str("id"), key: kTest})
-	w.fails(t, 404, CodeScheduledCallNotFound, req{method: "GET", path: "/v1/scheduled-calls/" + due.Str("id"), key: kLive})
-	w.fails(t, 404, CodeScheduledCallNotFound, req{method: "DELETE", path: "/v1/scheduled-calls/0190a6f0-0000-7000-8000-000000000000", key: kTest})
+	w.fails(t, 409, fault.CodeScheduledNotCancelable, req{method: "DELETE", path: "/v1/scheduled-calls/" + due.Str("id"), key: kTest})
+	w.fails(t, 404, fault.CodeScheduledCallNotFound, req{method: "GET", path: "/v1/scheduled-calls/" + due.Str("id"), key: kLive})
+	w.fails(t, 404, fault.CodeScheduledCallNotFound, req{method: "DELETE", path: "/v1/scheduled-calls/0190a6f0-0000-7000-8000-000000000000", key: kTest})
 	list := w.must(t, 200, req{method: "GET", path: "/v1/scheduled-calls?status=placed", key: kTest})
 	if d := list.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["id"] != due.Str("id") {
 		t.Fatalf("placed list %s", list)
@@ -82,7 +84,7 @@ func testScheduledCalls(t *testing.T, e engine) {
 	}
 	w.must(t, 200, req{method: "GET", path: "/v1/scheduled-calls?limit=2&agent_id=" + agent + "&cursor=" + page.Str("next_cursor"), key: kTest})
 	// A live key: the credit is checked when the call is scheduled.
-	w.fails(t, 402, CodeCreditExhausted, sched(kLive, "live-1", nil))
+	w.fails(t, 402, fault.CodeCreditExhausted, sched(kLive, "live-1", nil))
 }
 
 // testScheduledCallsTwoWorkers: two workers dialling at once place every due call exactly once.
@@ -139,11 +141,11 @@ func testWebCalls(t *testing.T, e engine) {
 	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{webCallsPerDay: 4, maxCalls: 2}})
 	agent := w.outboundAgent(t, "+14155550001")
 	body := map[string]any{"agent_id": agent, "variables": map[string]any{"customer": "Ada"}, "participant_name": "Ada Lovelace"}
-	w.fails(t, 403, CodeLiveKeyRequired, req{method: "POST", path: "/v1/web-calls", key: kTest, body: body})
-	w.fails(t, 402, CodeCreditExhausted, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
+	w.fails(t, 403, fault.CodeLiveKeyRequired, req{method: "POST", path: "/v1/web-calls", key: kTest, body: body})
+	w.fails(t, 402, fault.CodeCreditExhausted, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
 	w.credit(t, 10)
 	phoneOnly := w.publishedAgent(t, w.p1.ID, "Phone only", "outbound", channels("phone"))
-	w.fails(t, 409, CodeChannelDisabled, req{method: "POST", path: "/v1/web-calls", key: kLive, body: map[string]any{"agent_id": phoneOnly, "variables": map[string]any{"customer": "A"}}})
+	w.fails(t, 409, fault.CodeChannelDisabled, req{method: "POST", path: "/v1/web-calls", key: kLive, body: map[string]any{"agent_id": phoneOnly, "variables": map[string]any{"customer": "A"}}})
 	r := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/web-calls", key: kLive, header: idem("web-1"), body: body})
 	if r.Str("url") != "https://voice.example.test/call/wc1" || r.Str("token") == "" || r.Str("participant_name") != "Ada Lovelace" {
 		t.Fatalf("web call %s", r)
@@ -167,14 +169,14 @@ func testWebCalls(t *testing.T, e engine) {
 	w.waitStatus(t, kLive, id, "in_progress")
 	// Too many calls at once (2), then the day's limit (4).
 	second := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
-	w.fails(t, 429, CodeTooManyCalls, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
+	w.fails(t, 429, fault.CodeTooManyCalls, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + second.Str("conversation_id") + "/end", key: kLive})
 	w.waitStatus(t, kLive, second.Str("conversation_id"), "ended")
 	w.web.mu.Lock()
 	w.web.fail = fmt.Errorf("the WebRTC service is closed")
 	w.web.mu.Unlock()
-	w.fails(t, 502, CodeUpstreamUnreachable, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
-	w.fails(t, 429, CodeDailyLimit, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
+	w.fails(t, 502, fault.CodeUpstreamUnreachable, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
+	w.fails(t, 429, fault.CodeDailyLimit, req{method: "POST", path: "/v1/web-calls", key: kLive, body: body})
 	conv.End("ended_by_api")
 	if c := w.waitStatus(t, kLive, id, "ended"); c.Str("end_reason") != "ended_by_api" {
 		t.Fatalf("ended %s", c)

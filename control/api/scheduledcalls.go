@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/jsoncheck"
-	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
@@ -83,7 +84,7 @@ func (a *API) createScheduledCall(w http.ResponseWriter, r *http.Request) error 
 	if body.DialAt != nil {
 		dialAt = *body.DialAt
 		if dialAt.Sub(now) > maxScheduleAhead {
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/dial_at", Code: "out_of_range",
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/dial_at", Code: "out_of_range",
 				Detail: fmt.Sprintf("dial_at may be at most 30 days ahead (until %s).", now.Add(maxScheduleAhead).UTC().Format(time.RFC3339))}})
 		}
 	}
@@ -125,7 +126,7 @@ func (a *API) createScheduledCall(w http.ResponseWriter, r *http.Request) error 
 func reachableScheduled(r *http.Request, q *store.Queries) (store.ScheduledCall, error) {
 	raw := pathParam(r, "scheduled_call_id")
 	p := PrincipalFrom(r.Context())
-	notFound := apiError(CodeScheduledCallNotFound, "No scheduled call %s is reachable with this key.", quoteID(raw))
+	notFound := fault.E(fault.CodeScheduledCallNotFound, "No scheduled call %s is reachable with this key.", quoteID(raw))
 	id, err := store.ParseID[store.ScheduledCallID](raw)
 	if err != nil {
 		return store.ScheduledCall{}, notFound
@@ -150,7 +151,7 @@ func (a *API) listScheduledCalls(w http.ResponseWriter, r *http.Request) error {
 	}
 	if pg.after != "" {
 		if f.BeforeID, err = store.ParseID[store.ScheduledCallID](pg.after); err != nil {
-			return apiError(CodeInvalidCursor, "The cursor is not one this list gave out.")
+			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
 		}
 	}
 	ss, err := a.Store.ListScheduledCalls(ctx, f)
@@ -185,7 +186,7 @@ func (a *API) cancelScheduledCall(w http.ResponseWriter, r *http.Request) error 
 		}
 		got, err := tx.CancelScheduledCall(r.Context(), s.ID, a.now())
 		if errors.Is(err, store.ErrConflict) {
-			return 0, nil, apiError(CodeScheduledNotCancelable, "The scheduled call is %s; only a call still waiting can be cancelled.", got.Status)
+			return 0, nil, fault.E(fault.CodeScheduledNotCancelable, "The scheduled call is %s; only a call still waiting can be cancelled.", got.Status)
 		}
 		if err != nil {
 			return 0, nil, err
@@ -235,19 +236,19 @@ func (a *API) DialDueCalls(ctx context.Context, worker string) (int, error) {
 // dialScheduled checks a leased call again and places it.
 func (a *API) dialScheduled(ctx context.Context, s store.ScheduledCall) (status, code, reason string, retry *time.Time) {
 	fail := func(err error) (string, string, string, *time.Time) {
-		var pe *problem.Error
+		var pe *fault.Error
 		if errors.As(err, &pe) {
 			return store.ScheduledFailed, pe.Code, pe.Detail, nil
 		}
 		a.Log.WarnContext(ctx, "scheduled call failed", "scheduled_call", s.ID, "err", err)
-		return store.ScheduledFailed, CodeInternal, "The call could not be placed.", nil
+		return store.ScheduledFailed, fault.CodeInternal, "The call could not be placed.", nil
 	}
 	org, err := a.Store.GetOrg(ctx, s.OrgID)
 	if err != nil {
 		return fail(err)
 	}
 	if org.Frozen {
-		return fail(apiError(CodeOrganizationFrozen, "The organization is frozen."))
+		return fail(fault.E(fault.CodeOrganizationFrozen, "The organization is frozen."))
 	}
 	value, err := jsoncheck.Decode(s.Request)
 	if err != nil {

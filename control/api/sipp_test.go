@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"github.com/parley-voice/parley/sip/siptest"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parley-voice/parley/sip/siptest"
 
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
@@ -70,15 +72,15 @@ func (a *API) steer(w http.ResponseWriter, r *http.Request, kind string) error {
 	text := conv.Channel == store.ChannelChat || conv.Channel == store.ChannelWhatsApp
 	switch {
 	case conv.Ended():
-		return apiError(CodeConversationEnded, "The conversation has ended (%s).", conv.EndReason)
+		return fault.E(fault.CodeConversationEnded, "The conversation has ended (%s).", conv.EndReason)
 	case kind == store.CommandTransfer && text:
-		return apiError(CodeNotTransferable, "A %s conversation cannot be transferred: there is no call to hand over.", conv.Channel)
+		return fault.E(fault.CodeNotTransferable, "A %s conversation cannot be transferred: there is no call to hand over.", conv.Channel)
 	case kind != store.CommandEnd && conv.Status != store.ConvInProgress:
-		return apiError(CodeConversationNotLive, "The call is %s; it can be steered once it is answered.", conv.Status)
+		return fault.E(fault.CodeConversationNotLive, "The call is %s; it can be steered once it is answered.", conv.Status)
 	}
 	if kind == store.CommandTransfer {
 		if !store.ValidE164(p.Destination) && !sipURI.MatchString(p.Destination) {
-			return invalid(CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/destination", Code: "invalid_format",
+			return invalid(fault.CodeValidationFailed, []jsoncheck.Problem{{Pointer: "/destination", Code: "invalid_format",
 				Detail: "destination must be a phone number in E.164 form (+14155550100) or a SIP URI (sip:desk@pbx.example.com)."}})
 		}
 		if p.Mode == "" {
@@ -86,7 +88,7 @@ func (a *API) steer(w http.ResponseWriter, r *http.Request, kind string) error {
 		}
 	}
 	if a.Runtime == nil {
-		return apiError(CodeConversationNotLive, "This node cannot reach the conversation.")
+		return fault.E(fault.CodeConversationNotLive, "This node cannot reach the conversation.")
 	}
 	params, err := json.Marshal(p)
 	if err != nil {
@@ -119,7 +121,7 @@ func (a *API) steer(w http.ResponseWriter, r *http.Request, kind string) error {
 	default:
 		_, _ = a.Store.FinishCommand(sctx, cmd.ID, store.CommandFailed, "the node running the conversation did not take the command", a.now())
 		if cur, gerr := a.Store.GetConversation(sctx, conv.ID); gerr == nil && cur.Ended() {
-			return apiError(CodeConversationEnded, "The conversation has ended (%s).", cur.EndReason)
+			return fault.E(fault.CodeConversationEnded, "The conversation has ended (%s).", cur.EndReason)
 		}
 		return mapRuntimeError(err, conv.Channel == store.ChannelPhone)
 	}
@@ -136,7 +138,7 @@ func (a *API) getConversationCommand(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	raw := pathParam(r, "command_id")
-	notFound := apiError(CodeCommandNotFound, "Conversation %s has no command %s.", conv.ID, quoteID(raw))
+	notFound := fault.E(fault.CodeCommandNotFound, "Conversation %s has no command %s.", conv.ID, quoteID(raw))
 	id, err := store.ParseID[store.CommandID](raw)
 	if err != nil {
 		return notFound
@@ -180,11 +182,11 @@ func (a *API) listenConversation(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case conv.Channel == store.ChannelChat || conv.Channel == store.ChannelWhatsApp || conv.Mode == store.ModeTest:
-		return apiError(CodeNoAudio, "This conversation has no audio to listen to (a %s %s conversation).", conv.Mode, conv.Channel)
+		return fault.E(fault.CodeNoAudio, "This conversation has no audio to listen to (a %s %s conversation).", conv.Mode, conv.Channel)
 	case conv.Ended():
-		return apiError(CodeConversationEnded, "The conversation has ended (%s).", conv.EndReason)
+		return fault.E(fault.CodeConversationEnded, "The conversation has ended (%s).", conv.EndReason)
 	case conv.Status != store.ConvInProgress:
-		return apiError(CodeConversationNotLive, "The call is %s; listen once it is answered.", conv.Status)
+		return fault.E(fault.CodeConversationNotLive, "The call is %s; listen once it is answered.", conv.Status)
 	case a.Runtime == nil:
 		return mapRuntimeError(runtime.ErrNoMedia, false)
 	}

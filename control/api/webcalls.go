@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/fault"
+
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
@@ -49,7 +51,7 @@ func (a *API) createWebCall(w http.ResponseWriter, r *http.Request) error {
 		return mapRuntimeError(err, false)
 	} else if !ok {
 		tomorrow := a.now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
-		e := apiError(CodeDailyLimit, "The organization has started %d browser calls today (UTC), the most it may; retry after %s.", a.WebCallsPerDay, tomorrow.Format(time.RFC3339))
+		e := fault.E(fault.CodeDailyLimit, "The organization has started %d browser calls today (UTC), the most it may; retry after %s.", a.WebCallsPerDay, tomorrow.Format(time.RFC3339))
 		e.RetryAfter = tomorrow.Sub(a.now())
 		return e
 	}

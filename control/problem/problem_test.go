@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/parley-voice/parley/control/fault"
 )
 
 func TestWriteProblem(t *testing.T) {
@@ -17,10 +19,10 @@ func TestWriteProblem(t *testing.T) {
 		code       string
 		retryAfter string
 	}{
-		{"classified", New(http.StatusConflict, "project_frozen", "The project is frozen."), 409, "project_frozen", ""},
-		{"wrapped", errors.Join(errors.New("ctx"), &Error{Status: 422, Code: "unknown_field", Detail: "x", Errors: []FieldError{{Pointer: "/foo", Code: "unknown_field", Detail: "not taken"}}}), 422, "unknown_field", ""},
-		{"rate", &Error{Status: 429, Code: "rate_limited", Detail: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "rate_limited", "2"},
-		{"plain", errors.New("db on fire"), 500, Internal, ""},
+		{"classified", fault.New(http.StatusConflict, "project_frozen", "The project is frozen."), 409, "project_frozen", ""},
+		{"wrapped", errors.Join(errors.New("ctx"), &fault.Error{Status: 422, Code: "unknown_field", Detail: "x", Errors: []fault.FieldError{{Pointer: "/foo", Code: "unknown_field", Detail: "not taken"}}}), 422, "unknown_field", ""},
+		{"rate", &fault.Error{Status: 429, Code: "rate_limited", Detail: "slow down", RetryAfter: 1500 * time.Millisecond}, 429, "rate_limited", "2"},
+		{"plain", errors.New("db on fire"), 500, fault.Internal, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

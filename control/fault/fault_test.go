@@ -1,4 +1,4 @@
-package problem
+package fault
 
 import (
 	"encoding/json"
