@@ -118,27 +118,33 @@ func numbersList(fs *flag.FlagSet) func(a *adminCtx) error {
 		if (*org == "") == (*project == "") {
 			return usageError{"give --org or --project"}
 		}
-		f := store.PhoneNumberFilter{OrgID: store.OrgID(*org), Limit: 1000}
+		sc := store.OrgScope(store.OrgID(*org))
+		var f store.PhoneNumberFilter
 		if *project != "" {
 			p, err := a.st.GetProject(a.ctx, store.ProjectID(*project))
 			if err != nil {
 				return fmt.Errorf("project %s: %w", *project, err)
 			}
-			f.OrgID, f.ProjectID = p.OrgID, p.ID
+			sc, f.ProjectID = store.OrgScope(p.OrgID), p.ID
 		}
 		out := []numberJSON{}
+		pg := store.Page{Limit: 1000}
 		for {
-			ns, err := a.st.ListPhoneNumbers(a.ctx, f)
+			ns, err := a.st.Numbers().List(a.ctx, sc, f, pg)
 			if err != nil {
 				return err
+			}
+			more := len(ns) > pg.Limit
+			if more {
+				ns = ns[:pg.Limit]
 			}
 			for _, n := range ns {
 				out = append(out, toNumberJSON(n))
 			}
-			if len(ns) < f.Limit {
+			if !more {
 				break
 			}
-			f.AfterID = ns[len(ns)-1].ID
+			pg.After = string(ns[len(ns)-1].ID)
 		}
 		return a.print(out, func(w io.Writer) {
 			fmt.Fprintln(w, "ID\tNUMBER\tPROJECT\tAGENT\tTRUNK\tLABEL")

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/parley-voice/parley/control/agentdef"
@@ -47,12 +48,12 @@ func viewAgent(a store.Agent) agentView {
 // agentDetailView is the AgentDetail object (and AgentWritten).
 type agentDetailView struct {
 	agentView
-	Languages       languagesView     `json:"languages"`
-	VariablesSchema map[string]any    `json:"variables_schema"`
-	CollectedSchema map[string]any    `json:"collected_schema"`
-	AnalysisEnabled bool              `json:"analysis_enabled"`
-	AnalysisSchema  map[string]any    `json:"analysis_schema"`
-	PhoneNumbers    []phoneNumberView `json:"phone_numbers"`
+	Languages       languagesView         `json:"languages"`
+	VariablesSchema map[string]any        `json:"variables_schema"`
+	CollectedSchema map[string]any        `json:"collected_schema"`
+	AnalysisEnabled bool                  `json:"analysis_enabled"`
+	AnalysisSchema  map[string]any        `json:"analysis_schema"`
+	PhoneNumbers    []numbers.PhoneNumber `json:"phone_numbers"`
 }
 
 type languagesView struct {
@@ -61,14 +62,14 @@ type languagesView struct {
 	Available []string `json:"available"`
 }
 
-func viewAgentDetail(a store.Agent, def *agentdef.Definition, numbers []store.PhoneNumber) agentDetailView {
+func viewAgentDetail(a store.Agent, def *agentdef.Definition, nums []store.PhoneNumber) agentDetailView {
 	langs := languagesView{Object: "languages", Default: def.Agent.Language, Available: []string{def.Agent.Language}}
 	for _, l := range def.Agent.Languages {
 		langs.Available = append(langs.Available, l.Code)
 	}
-	nv := make([]phoneNumberView, 0, len(numbers))
-	for _, n := range numbers {
-		nv = append(nv, viewPhoneNumber(n))
+	nv := make([]numbers.PhoneNumber, 0, len(nums))
+	for _, n := range nums {
+		nv = append(nv, numbers.View(n))
 	}
 	return agentDetailView{
 		agentView: viewAgent(a), Languages: langs,

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/numbers"
+	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/go-chi/chi/v5"
@@ -44,6 +46,10 @@ type API struct {
 	// once (0: no limit); WebCallsPerDay how many browser calls it may start a day (0: no limit).
 	MaxCalls       int
 	WebCallsPerDay int
+
+	// The domain services the operations call.
+	Numbers  *numbers.Service
+	Projects *projects.Service
 }
 
 func (a *API) now() time.Time {
@@ -58,6 +64,12 @@ func (a *API) now() time.Time {
 func (a *API) Routes() chi.Router {
 	if a.Log == nil {
 		a.Log = slog.New(slog.DiscardHandler)
+	}
+	if a.Numbers == nil {
+		a.Numbers = &numbers.Service{Store: a.Store}
+	}
+	if a.Projects == nil {
+		a.Projects = &projects.Service{Store: a.Store}
 	}
 	r := chi.NewRouter()
 	r.Use(a.gate)

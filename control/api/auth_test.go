@@ -83,7 +83,7 @@ func TestAuthentication(t *testing.T) {
 			if tc.later {
 				auth.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 			}
-			h = auth.Middleware(httpHandler(a.getMe))
+			h = auth.Middleware(a.handler(opByID(t, "getMe")))
 			req := httptest.NewRequest("GET", "/v1/me", nil)
 			if tc.header != "" {
 				req.Header.Set("Authorization", tc.header)
@@ -112,4 +112,16 @@ func TestAuthentication(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opByID returns the declared operation with id.
+func opByID(t *testing.T, id string) *operation {
+	t.Helper()
+	for _, op := range operations() {
+		if op.ID == id {
+			return op
+		}
+	}
+	t.Fatalf("no operation %s", id)
+	return nil
 }

@@ -24,10 +24,10 @@ const defaultLimit = 20
 
 // list is the envelope of every list answer.
 type list[T any] struct {
-	Object     string  `json:"object"`
+	Object     string  `json:"object" jsonschema:"enum=list"`
 	Data       []T     `json:"data"`
-	HasMore    bool    `json:"has_more"`
-	NextCursor *string `json:"next_cursor"`
+	HasMore    bool    `json:"has_more" doc:"Whether another page follows."`
+	NextCursor *string `json:"next_cursor" doc:"The cursor of the next page, sent back with the same filters; null on the last page." jsonschema:"nullable"`
 }
 
 // cursorBody is what a cursor holds.

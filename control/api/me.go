@@ -1,39 +1,42 @@
 package api
 
 import (
-	"net/http"
+	"context"
 	"time"
 )
 
-// meResponse is the answer of GET /v1/me.
-type meResponse struct {
-	Object       string    `json:"object"`
-	Organization orgBrief  `json:"organization"`
-	Key          keyBrief  `json:"key"`
+// Me is the answer of GET /v1/me: the calling key and its organization.
+type Me struct {
+	Object       string    `json:"object" jsonschema:"enum=me"`
+	Organization OrgBrief  `json:"organization"`
+	Key          KeyBrief  `json:"key"`
 	ServerTime   time.Time `json:"server_time"`
 }
 
-type orgBrief struct {
-	Object string `json:"object"`
-	ID     string `json:"id"`
+// OrgBrief is the calling key's organization.
+type OrgBrief struct {
+	Object string `json:"object" jsonschema:"enum=organization"`
+	ID     string `json:"id" jsonschema:"format=uuid"`
 	Name   string `json:"name"`
 	Frozen bool   `json:"frozen"`
 }
 
-type keyBrief struct {
-	Object      string     `json:"object"`
-	ID          string     `json:"id"`
-	Mode        string     `json:"mode"`
-	Prefix      string     `json:"prefix"`
-	Scopes      []string   `json:"scopes"`
-	AllProjects bool       `json:"all_projects"`
-	ProjectIDs  []string   `json:"project_ids"`
-	ExpiresAt   *time.Time `json:"expires_at"`
+// KeyBrief is the calling key, without its secret.
+type KeyBrief struct {
+	Object      string     `json:"object" jsonschema:"enum=api_key"`
+	ID          string     `json:"id" jsonschema:"format=uuid"`
+	Mode        string     `json:"mode" jsonschema:"enum=live,enum=test"`
+	Prefix      string     `json:"prefix" doc:"The visible start of the key."`
+	Scopes      []string   `json:"scopes" doc:"The permissions the key holds; * holds all."`
+	AllProjects bool       `json:"all_projects" doc:"The key reaches every project of the organization."`
+	ProjectIDs  []string   `json:"project_ids" doc:"The projects the key reaches when all_projects is false." jsonschema:"format=uuid"`
+	ExpiresAt   *time.Time `json:"expires_at" jsonschema:"nullable"`
 }
 
-func (a *API) getMe(w http.ResponseWriter, r *http.Request) {
-	p := PrincipalFrom(r.Context())
-	mode := string(p.Key.Mode)
+type getMeIn struct{}
+
+func (a *API) getMe(_ context.Context, c *call, _ *getMeIn) (*Me, error) {
+	p := c.p
 	pids := make([]string, 0, len(p.Key.ProjectIDs))
 	for _, id := range p.Key.ProjectIDs {
 		pids = append(pids, string(id))
@@ -42,13 +45,13 @@ func (a *API) getMe(w http.ResponseWriter, r *http.Request) {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	respond(w, http.StatusOK, meResponse{
+	return &Me{
 		Object:       "me",
-		Organization: orgBrief{Object: "organization", ID: string(p.Org.ID), Name: p.Org.Name, Frozen: p.Org.Frozen},
-		Key: keyBrief{Object: "api_key", ID: string(p.Key.ID), Mode: mode, Prefix: p.Key.Prefix, Scopes: scopes,
+		Organization: OrgBrief{Object: "organization", ID: string(p.Org.ID), Name: p.Org.Name, Frozen: p.Org.Frozen},
+		Key: KeyBrief{Object: "api_key", ID: string(p.Key.ID), Mode: string(p.Key.Mode), Prefix: p.Key.Prefix, Scopes: scopes,
 			AllProjects: p.Key.AllProjects, ProjectIDs: pids, ExpiresAt: utcPtr(p.Key.ExpiresAt)},
-		ServerTime: time.Now().UTC().Truncate(time.Second),
-	})
+		ServerTime: a.now().UTC().Truncate(time.Second),
+	}, nil
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -58,8 +61,3 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
-// httpHandler adapts a handler method for tests.
-type httpHandler func(http.ResponseWriter, *http.Request)
-
-func (f httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { f(w, r) }

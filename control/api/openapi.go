@@ -52,12 +52,6 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 		}
 		schemas[name] = s
 	}
-	for name, s := range agentdef.OpenAPIComponents() {
-		if _, dup := schemas[name]; dup {
-			return nil, fmt.Errorf("api: component %s is defined twice", name)
-		}
-		schemas[name] = s
-	}
 	paths := map[string]any{}
 	for _, op := range operations() {
 		item, _ := paths["/v1"+op.Path].(map[string]any)
@@ -66,6 +60,22 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 			paths["/v1"+op.Path] = item
 		}
 		item[strings.ToLower(op.Method)] = operationObject(op)
+	}
+	reflected, err := reflectedComponents()
+	if err != nil {
+		return nil, err
+	}
+	for name, s := range reflected {
+		if _, dup := schemas[name]; dup {
+			return nil, fmt.Errorf("api: component %s is defined twice", name)
+		}
+		schemas[name] = s
+	}
+	for name, s := range agentdef.OpenAPIComponents() {
+		if _, dup := schemas[name]; dup {
+			return nil, fmt.Errorf("api: component %s is defined twice", name)
+		}
+		schemas[name] = s
 	}
 	var catalog []any
 	for _, c := range fault.Sorted() {

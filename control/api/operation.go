@@ -69,6 +69,8 @@ type operation struct {
 	Status       int    // the success status
 	Response     string // component schema of the success answer
 	Location     bool   // the answer carries Location: the created object's path
+	// Locate gives the Location of a typed operation's answer (with Location).
+	Locate func(v any) string
 	// Stream: the answer may instead be server-sent events (text/event-stream), described by
 	// StreamDoc. Binary: the answer is a file of this media type, served with Range (206).
 	// Multipart: the body is multipart/form-data (Body names its schema) read by the handler.
@@ -167,6 +169,8 @@ type call struct {
 	raw   []byte            // the body as sent
 	value any               // the body decoded, checked against the schema
 	idem  *idemState        // nil without an Idempotency-Key
+	r     *http.Request
+	kept  *answer // the answer stored with the Idempotency-Key in the change's transaction
 }
 
 type callKey struct{}
@@ -179,7 +183,7 @@ func callFrom(ctx context.Context) *call {
 // handler returns the http.Handler of op: the checks every operation shares, then op.Handle.
 func (a *API) handler(op *operation) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := &call{op: op, p: PrincipalFrom(r.Context())}
+		c := &call{op: op, p: PrincipalFrom(r.Context()), r: r}
 		r = r.WithContext(context.WithValue(r.Context(), callKey{}, c))
 		if err := a.serve(w, r, c); err != nil {
 			a.fail(w, r, err)

@@ -13,22 +13,6 @@ var operations = sync.OnceValue(func() []*operation {
 	agentID := param{Name: "agent_id", In: "path", Type: "string", Format: "uuid", Description: "The agent."}
 	ops := []*operation{
 		{
-			ID: "getMe", Method: http.MethodGet, Path: "/me", Tag: "Keys",
-			Summary:     "The calling key: its organization, kind, permissions and project reach",
-			Description: "Needs projects:read, since it names the projects the key reaches (the interface says every operation needs a named permission). It reveals nothing beyond the key itself and its organization.",
-			Permission:  "projects:read",
-			Status:      http.StatusOK, Response: "Me",
-			Handle: func(a *API, w http.ResponseWriter, r *http.Request) error { a.getMe(w, r); return nil },
-		},
-		{
-			ID: "listProjects", Method: http.MethodGet, Path: "/projects", Tag: "Projects",
-			Summary:    "List the projects the key reaches, oldest first",
-			Permission: "projects:read",
-			List:       true,
-			Status:     http.StatusOK, Response: "ProjectList",
-			Handle: (*API).listProjects,
-		},
-		{
 			ID: "listAgents", Method: http.MethodGet, Path: "/agents", Tag: "Agents",
 			Summary:    "List the agents the key reaches, oldest first",
 			Permission: "agents:read",
@@ -123,30 +107,48 @@ var operations = sync.OnceValue(func() []*operation {
 			Status:     http.StatusOK, Response: "AgentDefinition",
 			Handle: (*API).getAgentVersionDefinition,
 		},
-		{
+	}
+	ops = append(keyOperations(), ops...)
+	ops = append(ops, numberOperations()...)
+	return append(ops, conversationOperations()...)
+})
+
+// numberOperations are the operations of phone numbers.
+func numberOperations() []*operation {
+	return []*operation{
+		typed(operation{
 			ID: "listPhoneNumbers", Method: http.MethodGet, Path: "/phone-numbers", Tag: "Phone numbers",
 			Summary:    "List the phone numbers of the projects the key reaches, oldest first",
 			Permission: "numbers:read",
-			Params: []param{
-				{Name: "project_id", In: "query", Type: "string", Format: "uuid", Description: "Only this project's numbers; 404 when the key reaches no such project."},
-				{Name: "agent_id", In: "query", Type: "string", Format: "uuid", Description: "Only the numbers assigned to this agent."},
-			},
-			List:   true,
-			Codes:  []string{fault.CodeProjectNotFound},
-			Status: http.StatusOK, Response: "PhoneNumberList",
-			Handle: (*API).listPhoneNumbers,
-		},
-		{
+			Codes:      []string{fault.CodeProjectNotFound},
+			Status:     http.StatusOK,
+		}, (*API).listPhoneNumbers),
+		typed(operation{
 			ID: "updatePhoneNumber", Method: http.MethodPatch, Path: "/phone-numbers/{phone_number_id}", Tag: "Phone numbers",
 			Summary:     "Assign or clear the number's agent, or set its label",
 			Description: "Needs a live key: the agent a number is assigned to answers real callers. Members left out are left as they are; agent_id null clears the assignment. The agent must be in the number's project. Numbers themselves are added by the operator (parley admin numbers add).",
 			Permission:  "numbers:write", LiveOnly: true, Changes: true,
-			Body:   "PhoneNumberUpdate",
-			Params: []param{{Name: "phone_number_id", In: "path", Type: "string", Format: "uuid", Description: "The phone number."}},
 			Codes:  []string{fault.CodePhoneNumberNotFound, fault.CodeAgentNotFound, fault.CodeAgentOtherProject, fault.CodeProjectFrozen},
-			Status: http.StatusOK, Response: "PhoneNumber",
-			Handle: (*API).updatePhoneNumber,
-		},
+			Status: http.StatusOK,
+		}, (*API).updatePhoneNumber),
 	}
-	return append(ops, conversationOperations()...)
-})
+}
+
+// keyOperations are the operations of the calling key and its projects.
+func keyOperations() []*operation {
+	return []*operation{
+		typed(operation{
+			ID: "getMe", Method: http.MethodGet, Path: "/me", Tag: "Keys",
+			Summary:     "The calling key: its organization, kind, permissions and project reach",
+			Description: "Needs projects:read, since it names the projects the key reaches (the interface says every operation needs a named permission). It reveals nothing beyond the key itself and its organization.",
+			Permission:  "projects:read",
+			Status:      http.StatusOK,
+		}, (*API).getMe),
+		typed(operation{
+			ID: "listProjects", Method: http.MethodGet, Path: "/projects", Tag: "Projects",
+			Summary:    "List the projects the key reaches, oldest first",
+			Permission: "projects:read",
+			Status:     http.StatusOK,
+		}, (*API).listProjects),
+	}
+}

@@ -1,50 +1,21 @@
 package api
 
 import (
-	"net/http"
-	"time"
+	"context"
 
-	"github.com/parley-voice/parley/control/fault"
-
-	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/control/app/projects"
 )
 
-// projectView is the Project object.
-type projectView struct {
-	Object    string    `json:"object"`
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Frozen    bool      `json:"frozen"`
-	CreatedAt time.Time `json:"created_at"`
-}
+type listProjectsIn struct{ listQuery }
 
-func (a *API) listProjects(w http.ResponseWriter, r *http.Request) error {
-	c := callFrom(r.Context())
-	pg, err := pageOf(c)
+func (a *API) listProjects(ctx context.Context, c *call, _ *listProjectsIn) (*list[projects.Project], error) {
+	pg, err := c.page()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var after store.ProjectID
-	if pg.after != "" {
-		if after, err = store.ParseID[store.ProjectID](pg.after); err != nil {
-			return fault.E(fault.CodeInvalidCursor, "The cursor is not one this list gave out.")
-		}
-	}
-	// An organization has few projects: they are read at once and paged here.
-	all, err := a.Store.ListProjects(r.Context(), c.p.Org.ID)
+	ps, err := a.Projects.List(ctx, c.actor(ctx), pg.storePage())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	views := []projectView{}
-	for _, p := range all {
-		if !c.p.Key.Reaches(p.ID) || (after != "" && p.ID <= after) {
-			continue
-		}
-		views = append(views, projectView{Object: "project", ID: string(p.ID), Name: p.Name, Frozen: p.Frozen, CreatedAt: p.CreatedAt})
-		if len(views) > pg.limit {
-			break
-		}
-	}
-	respond(w, http.StatusOK, makeList(pg, views, func(v projectView) string { return v.ID }))
-	return nil
+	return listOf(pg, ps, func(p projects.Project) string { return p.ID }), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -46,14 +45,10 @@ type PhoneNumberChange struct {
 	Label   *string
 }
 
-// PhoneNumberFilter selects numbers, oldest first.
+// PhoneNumberFilter narrows a list of numbers.
 type PhoneNumberFilter struct {
-	OrgID      OrgID
-	ProjectIDs []ProjectID // the projects that may be listed; nil means every project
-	ProjectID  ProjectID
-	AgentID    AgentID
-	AfterID    PhoneNumberID
-	Limit      int // 1–1000; 0 means 100
+	ProjectID ProjectID // only this project's
+	AgentID   AgentID   // only the numbers this agent answers or calls from
 }
 
 // MaxLabel is the longest label of a number, in characters.
@@ -111,7 +106,7 @@ func (q *Queries) CreatePhoneNumber(ctx context.Context, nn NewPhoneNumber) (Pho
 		n = PhoneNumber{ID: newID[PhoneNumberID](), OrgID: nn.OrgID, ProjectID: nn.ProjectID, Number: nn.Number,
 			Trunk: nn.Trunk, Label: nn.Label, CreatedAt: now, UpdatedAt: now}
 		if nn.AgentID != "" {
-			if err := q.checkAssignable(ctx, nn.AgentID, nn.ProjectID); err != nil {
+			if err := q.checkAssignable(ctx, OrgScope(nn.OrgID), nn.AgentID, nn.ProjectID); err != nil {
 				return err
 			}
 			n.AgentID, n.AssignedAt = nn.AgentID, &now
@@ -135,10 +130,13 @@ var ErrOtherProject = fmt.Errorf("%w: the agent is in another project", ErrInval
 // checkAssignable checks that the agent exists, is not deleted and lives in project p, and
 // locks it so that it cannot be deleted before the assignment commits. Call it in a
 // transaction.
-func (q *Queries) checkAssignable(ctx context.Context, id AgentID, p ProjectID) error {
+func (q *Queries) checkAssignable(ctx context.Context, sc Scope, id AgentID, p ProjectID) error {
 	a, err := q.lockAgent(ctx, id)
 	if err != nil {
 		return err
+	}
+	if a.OrgID != sc.Org || !sc.Reaches(a.ProjectID) {
+		return notFound("agent", id)
 	}
 	if a.ProjectID != p {
 		return fmt.Errorf("store: agent %s: %w", id, ErrOtherProject)
@@ -165,50 +163,6 @@ func (q *Queries) FindPhoneNumber(ctx context.Context, number string) (PhoneNumb
 	return n, err
 }
 
-// ListPhoneNumbers returns the numbers f selects, oldest first.
-func (q *Queries) ListPhoneNumbers(ctx context.Context, f PhoneNumberFilter) ([]PhoneNumber, error) {
-	if !validID(f.OrgID) {
-		return nil, fmt.Errorf("store: %w: organization %q is not a canonical UUID", ErrInvalid, f.OrgID)
-	}
-	if f.AfterID != "" && !validID(f.AfterID) {
-		return nil, fmt.Errorf("store: %w: cursor %q is not a canonical UUID", ErrInvalid, f.AfterID)
-	}
-	if (f.ProjectID != "" && !validID(f.ProjectID)) || (f.AgentID != "" && !validID(f.AgentID)) {
-		return nil, nil
-	}
-	if f.ProjectIDs != nil && len(f.ProjectIDs) == 0 {
-		return nil, nil
-	}
-	var sb strings.Builder
-	args := []any{string(f.OrgID)}
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	sb.WriteString(`SELECT ` + numberCols + ` FROM phone_numbers WHERE org_id = $1`)
-	if f.ProjectIDs != nil {
-		sb.WriteString(` AND project_id IN (`)
-		for i, p := range f.ProjectIDs {
-			if !validID(p) {
-				return nil, fmt.Errorf("store: %w: project %q is not a canonical UUID", ErrInvalid, p)
-			}
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(arg(string(p)))
-		}
-		sb.WriteString(`)`)
-	}
-	if f.ProjectID != "" {
-		sb.WriteString(` AND project_id = ` + arg(string(f.ProjectID)))
-	}
-	if f.AgentID != "" {
-		sb.WriteString(` AND agent_id = ` + arg(string(f.AgentID)))
-	}
-	if f.AfterID != "" {
-		sb.WriteString(` AND id > ` + arg(string(f.AfterID)))
-	}
-	sb.WriteString(` ORDER BY id LIMIT ` + arg(clampLimit(f.Limit)))
-	return list(ctx, q, "list phone numbers", sb.String(), args, scanNumber)
-}
-
 // AgentPhoneNumbers returns the numbers assigned to an agent, in the order a call picks from
 // when it names none: the earliest assigned first.
 func (q *Queries) AgentPhoneNumbers(ctx context.Context, id AgentID) ([]PhoneNumber, error) {
@@ -219,20 +173,40 @@ func (q *Queries) AgentPhoneNumbers(ctx context.Context, id AgentID) ([]PhoneNum
 		`SELECT `+numberCols+` FROM phone_numbers WHERE agent_id = $1 ORDER BY assigned_at, id`, []any{string(id)}, scanNumber)
 }
 
-// ChangePhoneNumber assigns or clears a number's agent and sets its label, and returns the
+// Numbers is the repository of phone numbers.
+type Numbers struct{ q *Queries }
+
+// Numbers returns the phone-number repository.
+func (q *Queries) Numbers() Numbers { return Numbers{q} }
+
+// Get returns the scope's number with id, or ErrNotFound.
+func (r Numbers) Get(ctx context.Context, sc Scope, id PhoneNumberID) (PhoneNumber, error) {
+	b := newSel(`SELECT `+numberCols+` FROM phone_numbers`).scope(sc, "org_id", "project_id", "").id("id", string(id))
+	return one(ctx, r.q, "get phone number", b, scanNumber)
+}
+
+// List returns the scope's numbers that f selects, oldest first: a page of up to pg.Limit, and
+// one more when another page follows.
+func (r Numbers) List(ctx context.Context, sc Scope, f PhoneNumberFilter, pg Page) ([]PhoneNumber, error) {
+	b := newSel(`SELECT `+numberCols+` FROM phone_numbers`).scope(sc, "org_id", "project_id", "").
+		optID("project_id", string(f.ProjectID)).optID("agent_id", string(f.AgentID))
+	return many(ctx, r.q, "list phone numbers", b, b.page("id", pg, false), scanNumber)
+}
+
+// Change assigns or clears a number of the scope's agent and sets its label, and returns the
 // number as changed. Assigning the agent it already has keeps its place in the agent's order.
 // An agent that is unknown or deleted is ErrNotFound; one of another project wraps
 // ErrOtherProject.
-func (q *Queries) ChangePhoneNumber(ctx context.Context, id PhoneNumberID, c PhoneNumberChange) (PhoneNumber, error) {
+func (r Numbers) Change(ctx context.Context, sc Scope, id PhoneNumberID, c PhoneNumberChange) (PhoneNumber, error) {
 	if c.Label != nil {
 		if err := checkLabel(*c.Label); err != nil {
 			return PhoneNumber{}, err
 		}
 	}
 	var n PhoneNumber
-	err := q.atomic(ctx, func(q *Queries) error {
+	err := r.q.atomic(ctx, func(q *Queries) error {
 		var err error
-		if n, err = q.GetPhoneNumber(ctx, id); err != nil {
+		if n, err = q.Numbers().Get(ctx, sc, id); err != nil {
 			return err
 		}
 		now := q.s.timeNow()
@@ -240,7 +214,7 @@ func (q *Queries) ChangePhoneNumber(ctx context.Context, id PhoneNumberID, c Pho
 			if *c.AgentID == "" {
 				n.AgentID, n.AssignedAt = "", nil
 			} else {
-				if err := q.checkAssignable(ctx, *c.AgentID, n.ProjectID); err != nil {
+				if err := q.checkAssignable(ctx, sc, *c.AgentID, n.ProjectID); err != nil {
 					return err
 				}
 				n.AgentID, n.AssignedAt = *c.AgentID, &now

@@ -84,3 +84,22 @@ func (q *Queries) SetProjectFrozen(ctx context.Context, id ProjectID, frozen boo
 		string(id), frozen, ts(q.s.timeNow()))
 	return affectedOne(res, err, "project", id)
 }
+
+// Projects is the repository of projects.
+type Projects struct{ q *Queries }
+
+// Projects returns the project repository.
+func (q *Queries) Projects() Projects { return Projects{q} }
+
+// Get returns the project with id if the scope reaches it, or ErrNotFound.
+func (r Projects) Get(ctx context.Context, sc Scope, id ProjectID) (Project, error) {
+	b := newSel(`SELECT `+projectCols+` FROM projects`).scope(sc, "org_id", "id", "").id("id", string(id))
+	return one(ctx, r.q, "get project", b, scanProject)
+}
+
+// List returns the projects the scope reaches, oldest first: a page of up to pg.Limit, and one
+// more when another page follows.
+func (r Projects) List(ctx context.Context, sc Scope, pg Page) ([]Project, error) {
+	b := newSel(`SELECT ` + projectCols + ` FROM projects`).scope(sc, "org_id", "id", "")
+	return many(ctx, r.q, "list projects", b, b.page("id", pg, false), scanProject)
+}

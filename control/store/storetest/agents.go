@@ -438,7 +438,7 @@ func testPhoneNumbers(t *testing.T, open Opener) {
 	wantErr(t, "agent of another project", err, store.ErrOtherProject)
 	// Assign in order: n2 first, then n1; the agent's order follows.
 	assign := func(n store.PhoneNumber, id store.AgentID) (store.PhoneNumber, error) {
-		return w.s.ChangePhoneNumber(ctx, n.ID, store.PhoneNumberChange{AgentID: &id})
+		return w.s.Numbers().Change(ctx, store.OrgScope(w.org.ID), n.ID, store.PhoneNumberChange{AgentID: &id})
 	}
 	if _, err := assign(n2, a.ID); err != nil {
 		t.Fatal(err)
@@ -453,7 +453,7 @@ func testPhoneNumbers(t *testing.T, open Opener) {
 	}
 	// Re-assigning the same agent keeps the place; a label change too.
 	label := "Main line"
-	if _, err := w.s.ChangePhoneNumber(ctx, n2.ID, store.PhoneNumberChange{AgentID: &a.ID, Label: &label}); err != nil {
+	if _, err := w.s.Numbers().Change(ctx, store.OrgScope(w.org.ID), n2.ID, store.PhoneNumberChange{AgentID: &a.ID, Label: &label}); err != nil {
 		t.Fatal(err)
 	}
 	order = must[[]store.PhoneNumber](t, "AgentPhoneNumbers")(w.s.AgentPhoneNumbers(ctx, a.ID))
@@ -471,7 +471,7 @@ func testPhoneNumbers(t *testing.T, open Opener) {
 		t.Fatalf("clear = %+v, %v", got, err)
 	}
 	long := strings.Repeat("l", store.MaxLabel+1)
-	_, err = w.s.ChangePhoneNumber(ctx, n1.ID, store.PhoneNumberChange{Label: &long})
+	_, err = w.s.Numbers().Change(ctx, store.OrgScope(w.org.ID), n1.ID, store.PhoneNumberChange{Label: &long})
 	wantErr(t, "long label", err, store.ErrInvalid)
 	found := must[store.PhoneNumber](t, "FindPhoneNumber")(w.s.FindPhoneNumber(ctx, "+442071838750"))
 	if found.ID != n3.ID {
@@ -484,22 +484,34 @@ func testPhoneNumbers(t *testing.T, open Opener) {
 		}
 		return out
 	}
+	all := store.OrgScope(w.org.ID)
+	other := store.OrgScope(newOrg(t, w.s, "Other").ID)
 	lists := []struct {
 		name string
+		sc   store.Scope
 		f    store.PhoneNumberFilter
+		pg   store.Page
 		want []store.PhoneNumberID
 	}{
-		{"all", store.PhoneNumberFilter{}, []store.PhoneNumberID{n1.ID, n2.ID, n3.ID}},
-		{"reach p2", store.PhoneNumberFilter{ProjectIDs: []store.ProjectID{w.p2.ID}}, []store.PhoneNumberID{n3.ID}},
-		{"project", store.PhoneNumberFilter{ProjectID: w.p1.ID}, []store.PhoneNumberID{n1.ID, n2.ID}},
-		{"agent", store.PhoneNumberFilter{AgentID: a.ID}, []store.PhoneNumberID{n2.ID}},
-		{"after", store.PhoneNumberFilter{AfterID: n1.ID, Limit: 1}, []store.PhoneNumberID{n2.ID}},
+		{"all", all, store.PhoneNumberFilter{}, store.Page{}, []store.PhoneNumberID{n1.ID, n2.ID, n3.ID}},
+		{"reach p2", all.Narrow(w.p2.ID), store.PhoneNumberFilter{}, store.Page{}, []store.PhoneNumberID{n3.ID}},
+		{"reach none", store.Scope{Org: w.org.ID}, store.PhoneNumberFilter{}, store.Page{}, []store.PhoneNumberID{}},
+		{"other org", other, store.PhoneNumberFilter{}, store.Page{}, []store.PhoneNumberID{}},
+		{"project", all, store.PhoneNumberFilter{ProjectID: w.p1.ID}, store.Page{}, []store.PhoneNumberID{n1.ID, n2.ID}},
+		{"agent", all, store.PhoneNumberFilter{AgentID: a.ID}, store.Page{}, []store.PhoneNumberID{n2.ID}},
+		{"after, one more than the limit", all, store.PhoneNumberFilter{}, store.Page{After: string(n1.ID), Limit: 1}, []store.PhoneNumberID{n2.ID, n3.ID}},
 	}
 	for _, l := range lists {
-		l.f.OrgID = w.org.ID
-		if got := ids(must[[]store.PhoneNumber](t, "ListPhoneNumbers")(w.s.ListPhoneNumbers(ctx, l.f))); !slices.Equal(got, l.want) {
-			t.Errorf("ListPhoneNumbers %s = %v, want %v", l.name, got, l.want)
+		if got := ids(must[[]store.PhoneNumber](t, "Numbers.List")(w.s.Numbers().List(ctx, l.sc, l.f, l.pg))); !slices.Equal(got, l.want) {
+			t.Errorf("Numbers.List %s = %v, want %v", l.name, got, l.want)
 		}
+	}
+	// Outside the scope a number is missing, whatever the reason.
+	for name, sc := range map[string]store.Scope{"other org": other, "other project": all.Narrow(w.p2.ID)} {
+		_, err := w.s.Numbers().Get(ctx, sc, n1.ID)
+		wantErr(t, "Numbers.Get "+name, err, store.ErrNotFound)
+		_, err = w.s.Numbers().Change(ctx, sc, n1.ID, store.PhoneNumberChange{Label: &label})
+		wantErr(t, "Numbers.Change "+name, err, store.ErrNotFound)
 	}
 }
 
@@ -563,7 +575,7 @@ func testAssignWhileDeleting(t *testing.T, open Opener) {
 			}
 		})
 		wg.Go(func() {
-			_, err := w.s.ChangePhoneNumber(ctx, n.ID, store.PhoneNumberChange{AgentID: &a.ID})
+			_, err := w.s.Numbers().Change(ctx, store.OrgScope(w.org.ID), n.ID, store.PhoneNumberChange{AgentID: &a.ID})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("ChangePhoneNumber: %v", err)
 			}
