@@ -100,6 +100,6 @@ func (r Projects) Get(ctx context.Context, sc Scope, id ProjectID) (Project, err
 // List returns the projects the scope reaches, oldest first: a page of up to pg.Limit, and one
 // more when another page follows.
 func (r Projects) List(ctx context.Context, sc Scope, pg Page) ([]Project, error) {
-	b := newSel(`SELECT ` + projectCols + ` FROM projects`).scope(sc, "org_id", "id", "")
+	b := newSel(`SELECT `+projectCols+` FROM projects`).scope(sc, "org_id", "id", "")
 	return many(ctx, r.q, "list projects", b, b.page("id", pg, false), scanProject)
 }
