@@ -1,0 +1,244 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+var _ = register(scenario{"ReachGenerated", testReachGenerated})
+
+// reachObject makes, in the world's second project with the live key, an object that a path
+// parameter names, and says whether it belongs to a key mode (seen only by keys of its mode).
+type reachObject struct {
+	modeBound bool
+	make      func(t *testing.T, w *world, ids map[string]string) string
+}
+
+// reachObjects has one entry per path parameter of the interface. An operation whose path names
+// a parameter missing here fails the test: add how to make its object, and the operation is
+// covered.
+var reachObjects = map[string]reachObject{
+	"agent_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.publishedAgent(t, w.p2.ID, "Reach "+randHex(3), "outbound", channels("phone", "chat", "voice"))
+	}},
+	"version": {make: func(*testing.T, *world, map[string]string) string { return "1" }},
+	"phone_number_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return string(w.number(t, w.p2.ID, ids["agent_id"], "+14155550177").ID)
+	}},
+	"conversation_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/chats", key: kLive,
+			body: map[string]any{"agent_id": ids["agent_id"], "variables": map[string]any{"customer": "Ada"}}}).Str("id")
+	}},
+	"command_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + ids["conversation_id"] + "/notes", key: kLive,
+			body: map[string]any{"text": "VIP"}}).Str("id")
+	}},
+	"scheduled_call_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/scheduled-calls", key: kLive, header: idem("reach-" + randHex(4)),
+			body: map[string]any{"agent_id": ids["agent_id"], "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"},
+				"dial_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}}).Str("id")
+	}},
+}
+
+// reachOrder is the order objects are made in (later ones use earlier ones' ids).
+var reachOrder = []string{"agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id"}
+
+// reachBodies are request bodies for operations whose body the schema-made sample does not fit
+// (it must pass the body checks, which run before the object is loaded).
+var reachBodies = map[string]func() any{
+	"replaceAgentDefinition": func() any { return map[string]any{"definition": definition("Reach", "custom", "outbound")} },
+}
+
+var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// testReachGenerated calls every operation that names an object in its path with three keys
+// that must not reach it: one of another organization, one of another project, and (for
+// objects that belong to a key mode, on operations a test key may call) one of the other mode.
+// Each answers 404 exactly as it does for random ids: same status, type, code, title and detail
+// but for the id itself and the request id. It is made from the operation table, so a new
+// operation is covered without a test of its own.
+func testReachGenerated(t *testing.T, e engine) {
+	st := e.open(t)
+	w := newWorld(t, st, worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	other := newWorld(t, st, worldOpts{})
+	ids := map[string]string{}
+	for _, name := range reachOrder {
+		ids[name] = reachObjects[name].make(t, w, ids)
+	}
+	for name := range reachObjects {
+		if ids[name] == "" {
+			t.Fatalf("reachObjects has %s but reachOrder does not", name)
+		}
+	}
+	// The three outsiders, all with every permission: another organization's key (kept in this
+	// world's key table), the narrow key (project one only) and the test key.
+	w.keys["other-org"] = other.keys[kLive]
+	covered := 0
+	for _, op := range operations() {
+		names := pathParamRE.FindAllStringSubmatch(op.Path, -1)
+		if len(names) == 0 {
+			continue
+		}
+		modeBound := false
+		for _, m := range names {
+			o, ok := reachObjects[m[1]]
+			if !ok {
+				t.Errorf("%s: no reachObjects entry makes the object of path parameter %s; add one", op.ID, m[1])
+				continue
+			}
+			modeBound = modeBound || o.modeBound
+		}
+		outsiders := []string{"other-org", kNarrow}
+		if modeBound && !op.LiveOnly {
+			outsiders = append(outsiders, kTest)
+		}
+		body := reachBody(t, op)
+		for _, key := range outsiders {
+			real := reachRequest(op, key, body, func(p string) string { return ids[p] })
+			random := reachRequest(op, key, body, func(p string) string {
+				if p == "version" {
+					return "7"
+				}
+				return uuid.Must(uuid.NewV7()).String()
+			})
+			a, b := w.do(t, real), w.do(t, random)
+			if a.Status != http.StatusNotFound {
+				t.Errorf("%s %s with key %s: %s, want 404", op.Method, real.path, key, a)
+				continue
+			}
+			if na, nb := reachNorm(a, real.path), reachNorm(b, random.path); na != nb {
+				t.Errorf("%s with key %s: out of reach and missing differ:\n  %s\n  %s", op.ID, key, na, nb)
+			}
+		}
+		covered++
+	}
+	t.Logf("%d operations naming an object checked with outsider keys", covered)
+	if covered < 10 {
+		t.Fatalf("only %d operations name an object; the table walk found too few", covered)
+	}
+}
+
+// reachRequest is op's request with path parameters filled by id.
+func reachRequest(op *operation, key string, body any, id func(string) string) req {
+	path := "/v1" + pathParamRE.ReplaceAllStringFunc(op.Path, func(m string) string { return id(m[1 : len(m)-1]) })
+	q := req{method: op.Method, path: path, key: key, body: body}
+	if op.Idempotency != idemNone {
+		q.header = idem("reach-" + randHex(6))
+	}
+	if op.Binary != "" {
+		q.header = map[string]string{"Accept": op.Binary}
+	}
+	return q
+}
+
+// reachBody is a body that passes op's body checks.
+func reachBody(t *testing.T, op *operation) any {
+	if f, ok := reachBodies[op.ID]; ok {
+		return f()
+	}
+	if op.Body == "" || op.Multipart {
+		return nil
+	}
+	doc, err := document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	return sampleOf(schemas, map[string]any{"$ref": "#/components/schemas/" + op.Body})
+}
+
+// sampleOf makes the smallest value that fits a schema of the document: required members only,
+// the first enum value or const, the minimum of numbers, formats honoured.
+func sampleOf(schemas map[string]any, s map[string]any) any {
+	if ref, ok := s["$ref"].(string); ok {
+		next, _ := schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+		return sampleOf(schemas, next)
+	}
+	if c, ok := s["const"]; ok {
+		return c
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	for _, k := range []string{"oneOf", "anyOf", "allOf"} {
+		if alts, ok := s[k].([]any); ok && len(alts) > 0 {
+			return sampleOf(schemas, alts[0].(map[string]any))
+		}
+	}
+	typ := s["type"]
+	if ts, ok := typ.([]any); ok && len(ts) > 0 {
+		typ = ts[0]
+	}
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := s["properties"].(map[string]any)
+		req, _ := s["required"].([]any)
+		names := make([]string, 0, len(req))
+		for _, r := range req {
+			names = append(names, r.(string))
+		}
+		if len(names) == 0 {
+			if n, _ := s["minProperties"].(float64); n > 0 || s["minProperties"] != nil {
+				for name := range props {
+					names = append(names, name)
+					break
+				}
+			}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			p, _ := props[name].(map[string]any)
+			out[name] = sampleOf(schemas, p)
+		}
+		return out
+	case "array":
+		return []any{}
+	case "integer", "number":
+		if m, ok := s["minimum"]; ok {
+			return m
+		}
+		return 1
+	case "boolean":
+		return false
+	case "string":
+		switch s["format"] {
+		case "uuid":
+			return uuid.Must(uuid.NewV7()).String()
+		case "date-time":
+			return time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		}
+		if p, _ := s["pattern"].(string); strings.Contains(p, `\+[1-9]`) {
+			return "+14155550123"
+		}
+		return "x"
+	}
+	return map[string]any{}
+}
+
+// reachNorm is a 404 answer without its request id, with the ids of its path replaced.
+func reachNorm(r *resp, path string) string {
+	m := map[string]any{}
+	for k, v := range r.JSON {
+		if k != "request_id" {
+			m[k] = v
+		}
+	}
+	b, _ := json.Marshal(m)
+	s := string(b)
+	for _, seg := range strings.Split(path, "/") {
+		if _, err := uuid.Parse(seg); err == nil {
+			s = strings.ReplaceAll(s, seg, "<id>")
+		}
+	}
+	return fmt.Sprint(r.Status) + " " + s
+}
