@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-voice/parley/internal/private"
+
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -61,8 +63,14 @@ type Node struct {
 // NewNode opens the store (applying migrations), the bus and the master key. On a store with no
 // organization it bootstraps one and prints its keys once to out.
 func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.Writer) (*Node, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := private.MkdirAll(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	}
+	// Installs from before data files were made private: narrow what others could read.
+	if fixed, err := private.FixTree(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
+	} else if len(fixed) > 0 {
+		log.Warn("data files were readable by other users; made them private (directories 0700, files 0600)", "dir", cfg.DataDir, "changed", len(fixed))
 	}
 	key, created, err := secrets.LoadKey(cfg.MasterKey, cfg.DataDir)
 	if err != nil {

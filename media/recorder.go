@@ -160,7 +160,7 @@ type Recorder struct {
 // CreateRecorder creates (or truncates) the file at path and records into it. The recorder
 // closes the file when it is done.
 func CreateRecorder(ctx context.Context, path string, o RecorderOptions) (*Recorder, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600) // caller audio: the service's user only
 	if err != nil {
 		return nil, fmt.Errorf("media: creating recording: %w", err)
 	}

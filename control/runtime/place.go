@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"github.com/parley-voice/parley/internal/private"
 
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/media"
@@ -224,7 +225,7 @@ func (rt *Runtime) startRecording(l *live, sess *session.Conversation) *media.Re
 	}
 	rel := filepath.ToSlash(filepath.Join("recordings", string(l.conv.ID)+".wav"))
 	abs := filepath.Join(rt.o.DataDir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+	if err := private.MkdirAll(filepath.Dir(abs)); err != nil {
 		rt.log.Warn("recording: cannot make its directory", "err", err)
 		return nil
 	}

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-voice/parley/internal/private"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -127,12 +129,25 @@ func (s *Store) openSQLite(o Options) error {
 		return err
 	}
 	if o.URL == "" {
-		if err := os.MkdirAll(o.DataDir, 0o750); err != nil {
+		if err := private.MkdirAll(o.DataDir); err != nil {
 			return fmt.Errorf("store: create data directory %q: %w", o.DataDir, err)
 		}
 	}
 	if path, err = filepath.Abs(path); err != nil {
 		return fmt.Errorf("store: sqlite path: %w", err)
+	}
+	// The database holds transcripts and phone numbers: only the service's user reads it.
+	// SQLite gives its -wal and -shm files the database file's mode, so creating the file
+	// private first keeps all three private whatever the umask; an older file is narrowed.
+	if _, err := os.Stat(filepath.Dir(path)); err == nil {
+		if err := private.Touch(path); err != nil {
+			return fmt.Errorf("store: create %s: %w", path, err)
+		}
+		for _, f := range []string{path, path + "-wal", path + "-shm"} {
+			if err := private.Narrow(f, private.FileMode); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("store: make %s private: %w", f, err)
+			}
+		}
 	}
 	s.d = sqliteDialect
 	s.where = "sqlite " + path
