@@ -72,6 +72,7 @@ func (a *API) Routes() chi.Router {
 		a.Projects = &projects.Service{Store: a.Store}
 	}
 	r := chi.NewRouter()
+	r.Use(cors)
 	r.Use(a.gate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, fault.E(fault.CodeRouteNotFound, "There is no operation at %s %s.", r.Method, r.URL.Path))
@@ -214,5 +215,28 @@ func (au *auditor) record(action, objectType, objectID string, project store.Pro
 	return au.tx.InsertAudit(ctx, store.AuditEvent{
 		OrgID: p.Org.ID, ProjectID: project, ActorType: store.ActorAPIKey, ActorID: string(p.Key.ID), ActorMode: p.Key.Mode,
 		Action: action, ObjectType: objectType, ObjectID: objectID, RequestID: problem.RequestID(ctx), Data: raw,
+	})
+}
+
+// cors lets web pages of other origins call the API (CORS, Fetch standard): with a test key
+// while developing, never with a live key, which the gate refuses from a foreign page.
+// Preflights are answered here, before authentication: a browser sends them without the key.
+func cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Location, Idempotent-Replayed, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, Content-Range")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Accept, Range")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }

@@ -110,15 +110,23 @@ func (a *Authenticator) authenticate(r *http.Request) (*Principal, error) {
 	return &Principal{Key: key, Org: org}, nil
 }
 
-// fromBrowser reports whether a request comes from a browser: it carries Origin, or
-// Sec-Fetch-Mode cors or navigate.
+// fromBrowser reports whether a request was sent by a web page of another origin: browsers
+// send Origin on every cross-origin fetch (Fetch standard, "serializing a request origin"), and
+// nothing else does on its own. Sec-Fetch-Mode alone is no sign: Node's fetch (undici) sends
+// "sec-fetch-mode: cors" from servers. A page of the service's own origin is not a foreign page.
 func fromBrowser(r *http.Request) bool {
-	if r.Header.Get("Origin") != "" {
-		return true
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" && r.Header.Get("Sec-Fetch-Site") == "same-origin" {
+		return false
 	}
-	switch r.Header.Get("Sec-Fetch-Mode") {
-	case "cors", "navigate":
-		return true
+	return !strings.EqualFold(origin, ownOrigin(r))
+}
+
+// ownOrigin is the origin the request was sent to (scheme and host).
+func ownOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		scheme = "https"
 	}
-	return false
+	return scheme + "://" + r.Host
 }

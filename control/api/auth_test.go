@@ -73,7 +73,8 @@ func TestAuthentication(t *testing.T) {
 		{"revoked", "Bearer " + revoked, nil, false, 401, fault.CodeRevokedKey},
 		{"expired", "Bearer " + live, nil, true, 401, fault.CodeExpiredKey},
 		{"live from browser (Origin)", "Bearer " + live, map[string]string{"Origin": "https://shop.example"}, false, 403, fault.CodeLiveBrowser},
-		{"live from browser (navigate)", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "navigate"}, false, 403, fault.CodeLiveBrowser},
+		{"live from Node's fetch (sec-fetch-mode cors, no Origin)", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "cors"}, false, 200, ""},
+		{"live from a page of the service's own origin", "Bearer " + live, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Mode": "cors"}, false, 200, ""},
 		{"live with same-origin fetch", "Bearer " + live, map[string]string{"Sec-Fetch-Mode": "same-origin"}, false, 200, ""},
 		{"test from browser", "Bearer " + test, map[string]string{"Origin": "https://shop.example"}, false, 200, ""},
 	}

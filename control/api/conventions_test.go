@@ -77,10 +77,14 @@ func testForbidden(t *testing.T, e engine) {
 		t.Fatalf("missing permission not named: %s", r)
 	}
 	w.fails(t, 403, fault.CodeMissingPermission, req{method: "GET", path: "/v1/projects", key: kReadOnly})
+	// Any valid key reads itself, whatever its permissions.
+	if me := w.must(t, 200, req{method: "GET", path: "/v1/me", key: kReadOnly}); me.Str("key.id") != string(w.keyIDs[kReadOnly]) {
+		t.Fatalf("a narrow key reads %s", me)
+	}
 	w.must(t, 200, req{method: "GET", path: "/v1/agents/" + id, key: kReadOnly})
 	// A live key from a browser.
 	w.fails(t, 403, fault.CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Origin": "https://app.example"}})
-	w.fails(t, 403, fault.CodeLiveBrowser, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Sec-Fetch-Mode": "cors"}})
+	w.must(t, 200, req{method: "GET", path: "/v1/agents", key: kLive, header: map[string]string{"Sec-Fetch-Mode": "cors"}}) // Node's fetch
 	w.must(t, 200, req{method: "GET", path: "/v1/agents", key: kTest, header: map[string]string{"Origin": "https://app.example"}})
 	// A test key on a live-key operation.
 	w.fails(t, 403, fault.CodeLiveKeyRequired, req{method: "PUT", path: "/v1/agents/" + id + "/definition", key: kTest,

@@ -140,8 +140,7 @@ func keyOperations() []*operation {
 		typed(operation{
 			ID: "getMe", Method: http.MethodGet, Path: "/me", Tag: "Keys",
 			Summary:     "The calling key: its organization, kind, permissions and project reach",
-			Description: "Needs projects:read, since it names the projects the key reaches (the interface says every operation needs a named permission). It reveals nothing beyond the key itself and its organization.",
-			Permission:  "projects:read",
+			Description: "Any valid key reads itself, whatever its permissions, so that a narrowly scoped key can see what it may do. It reveals nothing beyond the key itself and its organization.",
 			Status:      http.StatusOK,
 		}, (*API).getMe),
 		typed(operation{

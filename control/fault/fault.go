@@ -160,7 +160,7 @@ var Codes = map[string]Code{
 	CodeUnknownKey:            {401, "No such key."},
 	CodeRevokedKey:            {401, "The key was revoked."},
 	CodeExpiredKey:            {401, "The key has expired."},
-	CodeLiveBrowser:           {403, "A live key was sent from a browser (the request carries Origin, or Sec-Fetch-Mode cors or navigate). Call with live keys from servers only."},
+	CodeLiveBrowser:           {403, "A live key was sent by a web page of another origin (the request carries a foreign Origin header, as browsers send on cross-origin requests). Call with live keys from servers only; pages may use test keys."},
 	CodeMissingPermission:     {403, "The key lacks the permission the operation needs; detail and the permission member name it."},
 	CodeLiveKeyRequired:       {403, "The operation needs a live key; a test key may not use it."},
 	CodeOrganizationFrozen:    {403, "The organization is frozen: it can read but change nothing."},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media/mediatest"
-	"github.com/parley-voice/parley/webrtc/internal/cdp"
+	"github.com/parley-voice/parley/internal/cdp"
 )
 
 // SpeechWAV writes what a fake microphone says: espeak-ng's speech of text at 48 kHz, then
