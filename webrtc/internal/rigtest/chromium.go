@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/cdp"
 	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media/mediatest"
-	"github.com/parley-voice/parley/internal/cdp"
 )
 
 // SpeechWAV writes what a fake microphone says: espeak-ng's speech of text at 48 kHz, then
