@@ -104,3 +104,29 @@ func bodyLimit(n int64) func(http.Handler) http.Handler {
 		})
 	}
 }
+
+// maxHeaderBytes is the most request-header bytes the API reads (names and values); the HTTP
+// server reads up to serverMaxHeaderBytes so that larger headers still get a problem document
+// rather than net/http's plain-text 431.
+const (
+	maxHeaderBytes       = 64 << 10
+	serverMaxHeaderBytes = 4 << 20
+)
+
+// headerLimit answers 431 with a problem document when the request's headers are larger than
+// maxHeaderBytes (RFC 6585 §5).
+func headerLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := 0
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if n > maxHeaderBytes {
+			problem.Write(w, r, nil, fault.E(fault.CodeHeadersTooLarge, "The request headers are %d bytes; at most %d are read.", n, maxHeaderBytes))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

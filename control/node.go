@@ -209,7 +209,7 @@ func Bootstrap(ctx context.Context, st *store.Store) (BootstrapResult, error) {
 
 func (n *Node) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID, accessLog(n.log, n.metrics), recoverer(n.log), bodyLimits(n.cfg.MaxBodyBytes))
+	r.Use(requestID, accessLog(n.log, n.metrics), recoverer(n.log), headerLimit, bodyLimits(n.cfg.MaxBodyBytes))
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
@@ -305,6 +305,7 @@ func (n *Node) Run(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           n.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    serverMaxHeaderBytes,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}

@@ -176,3 +176,50 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("metrics: %d\n%s", rec.Code, rec.Body)
 	}
 }
+
+// TestNodeEdges: over-large headers get a problem document, not net/http's plain text, and
+// /readyz names this node's last sighting and an empty peer list rather than zero and null.
+func TestNodeEdges(t *testing.T) {
+	n, err := NewNode(context.Background(), testConfig(t), quietLog(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-runErr; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	base := "http://" + n.Addr().String()
+	req, _ := http.NewRequest("GET", base+"/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("a", 2<<20))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	json.NewDecoder(res.Body).Decode(&doc)
+	res.Body.Close()
+	if res.StatusCode != 431 || res.Header.Get("Content-Type") != "application/problem+json" || doc["code"] != "request_headers_too_large" {
+		t.Fatalf("2 MB header: %d %s %v", res.StatusCode, res.Header.Get("Content-Type"), doc)
+	}
+	res, err = http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		Node struct {
+			LastSeen time.Time `json:"last_seen"`
+		} `json:"node"`
+		Peers []any `json:"peers"`
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	json.Unmarshal(raw, &ready)
+	if ready.Node.LastSeen.IsZero() || ready.Peers == nil || !strings.Contains(string(raw), `"peers":[]`) {
+		t.Fatalf("readyz: %s", raw)
+	}
+}

@@ -9,7 +9,7 @@ import (
 // commonCodes are the codes any authenticated operation can answer.
 var commonCodes = []string{
 	fault.CodeMissingKey, fault.CodeMalformedKey, fault.CodeUnknownKey, fault.CodeRevokedKey, fault.CodeExpiredKey, fault.CodeLiveBrowser,
-	fault.CodeRateLimited, fault.CodeInternal, fault.CodeServiceUnavailable,
+	fault.CodeRateLimited, fault.CodeInternal, fault.CodeServiceUnavailable, fault.CodeHeadersTooLarge,
 }
 
 // statusText is the title of a status.

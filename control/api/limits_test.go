@@ -252,6 +252,9 @@ func testRateLimits(t *testing.T, e engine) {
 	if r.Status != 429 || r.Code() != fault.CodeRateLimited || r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Remaining") != "0" || !strings.Contains(r.Str("detail"), "API key") {
 		t.Fatalf("over the key limit: %s %v", r, r.Header)
 	}
+	if r.Header.Get("RateLimit-Reset") != r.Header.Get("Retry-After") {
+		t.Fatalf("429 with RateLimit-Reset %q beside Retry-After %q: they must agree", r.Header.Get("RateLimit-Reset"), r.Header.Get("Retry-After"))
+	}
 	if s, _ := strconv.Atoi(r.Header.Get("Retry-After")); s < 1 || s > 12 {
 		t.Fatalf("Retry-After = %q, want about 12 s (a minute / 5)", r.Header.Get("Retry-After"))
 	}

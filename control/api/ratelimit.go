@@ -94,14 +94,19 @@ func (a *API) limit(w http.ResponseWriter, r *http.Request, bs []bucket) error {
 	h := w.Header()
 	h.Set("RateLimit-Limit", strconv.Itoa(shown.Limit))
 	h.Set("RateLimit-Remaining", strconv.Itoa(shown.Remaining))
-	h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(shown.ResetAfter)))
 	h.Set("RateLimit-Policy", strconv.Itoa(shownPer)+";w=60")
 	if shown.Allowed {
+		// Seconds until the quota is whole again.
+		h.Set("RateLimit-Reset", strconv.Itoa(ceilSeconds(shown.ResetAfter)))
 		return nil
 	}
+	// Refused: the quota resets, for the next request, when Retry-After says; both headers give
+	// the same number of seconds.
+	wait := max(ceilSeconds(shown.RetryAfter), 1)
+	h.Set("RateLimit-Reset", strconv.Itoa(wait))
 	e := fault.E(fault.CodeRateLimited, "Too many requests: at most %d a minute are allowed for this %s. Retry after %d seconds.",
-		shownPer, bucketKind(shownKey), ceilSeconds(shown.RetryAfter))
-	e.RetryAfter = max(shown.RetryAfter, time.Second)
+		shownPer, bucketKind(shownKey), wait)
+	e.RetryAfter = time.Duration(wait) * time.Second
 	return e
 }
 

@@ -76,7 +76,11 @@ func New(b bus.Bus, o Options) *Registry {
 }
 
 // Self returns this node.
-func (r *Registry) Self() Node { return r.self }
+func (r *Registry) Self() Node {
+	n := r.self
+	n.LastSeen = r.now().UTC() // this node sees itself now
+	return n
+}
 
 // Start subscribes to the cluster channel and announces this node. It returns once the
 // subscription is live; the registry runs until Close.
@@ -151,7 +155,7 @@ func (r *Registry) Peers() []Node {
 	cutoff := r.now().Add(-3 * r.interval)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Node
+	out := []Node{}
 	for id, n := range r.peers {
 		if n.LastSeen.Before(cutoff) {
 			delete(r.peers, id)

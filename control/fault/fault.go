@@ -105,6 +105,7 @@ const (
 	CodeIdempotencyReused     = "idempotency_key_reused"
 	CodeIdempotencyInUse      = "idempotency_key_in_use"
 	CodeBodyTooLarge          = "body_too_large"
+	CodeHeadersTooLarge       = "request_headers_too_large"
 	CodeUnsupportedMediaType  = "unsupported_media_type"
 	CodeMalformedJSON         = "malformed_json"
 	CodeValidationFailed      = "validation_failed"
@@ -177,6 +178,7 @@ var Codes = map[string]Code{
 	CodeIdempotencyInvalid:    {400, "The Idempotency-Key is empty or holds characters other than printable ASCII."},
 	CodeIdempotencyReused:     {422, "The Idempotency-Key was already used for a different request to this operation in the last 24 hours."},
 	CodeIdempotencyInUse:      {409, "A request with this Idempotency-Key is still being processed; retry after it finishes (Retry-After)."},
+	CodeHeadersTooLarge:       {431, "The request headers are larger than the service reads (64 KiB)."},
 	CodeBodyTooLarge:          {413, "The request body is larger than the operation accepts."},
 	CodeUnsupportedMediaType:  {415, "The body is not sent as Content-Type: application/json (UTF-8)."},
 	CodeMalformedJSON:         {422, "The body is not well-formed JSON, is not UTF-8, or names a member twice; errors[] names the place, and detail the line and column."},
