@@ -69,7 +69,7 @@ func adminLeaf(f leafFunc) func(ctx context.Context, args []string, stdout, stde
 		var asJSON bool
 		var body func(a *adminCtx) error
 		var fs *flag.FlagSet
-		cfg, rest, err := config.Parse("parley admin", config.ScopeStore, args, nil, stdout, func(set *flag.FlagSet) {
+		cfg, rest, err := config.Parse(commandPath(ctx, "parley admin"), config.ScopeStore, args, nil, stdout, func(set *flag.FlagSet) {
 			fs = set
 			set.BoolVar(&asJSON, "json", false, "print JSON")
 			body = f(set)
@@ -376,10 +376,16 @@ func fmtTime(t *time.Time) string {
 }
 
 func keysRevoke(fs *flag.FlagSet) func(a *adminCtx) error {
+	flagID := fs.String("id", "", "the key's id (or give it as the argument)")
 	return func(a *adminCtx) error {
-		id, err := a.oneArg("key id")
-		if err != nil {
-			return err
+		id := *flagID
+		if id == "" {
+			var err error
+			if id, err = a.oneArg("key id (or --id)"); err != nil {
+				return err
+			}
+		} else if len(a.args) > 0 {
+			return usageError{"give the key id once: as --id or as the argument"}
 		}
 		if err := a.st.RevokeKey(a.ctx, store.KeyID(id)); err != nil {
 			return err

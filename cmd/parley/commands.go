@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		c, args, path = next, args[1:], append(path, next.name)
 	}
-	err := c.run(ctx, args, stdout, stderr)
+	err := c.run(withCommandPath(ctx, strings.Join(path, " ")), args, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -87,4 +87,20 @@ func printHelp(w io.Writer, path []string, c *command) {
 		fmt.Fprintf(w, "  %-10s %s\n", s.name, s.short)
 	}
 	fmt.Fprintf(w, "\nRun '%s <command> --help' for a command's flags.\n", strings.Join(path, " "))
+}
+
+type commandPathKey struct{}
+
+// withCommandPath tells a command the words that called it ("parley admin keys revoke"), for
+// its usage line.
+func withCommandPath(ctx context.Context, path string) context.Context {
+	return context.WithValue(ctx, commandPathKey{}, path)
+}
+
+// commandPath is the words that called the running command, or def.
+func commandPath(ctx context.Context, def string) string {
+	if p, ok := ctx.Value(commandPathKey{}).(string); ok && p != "" {
+		return p
+	}
+	return def
 }

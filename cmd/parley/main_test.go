@@ -204,6 +204,14 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	if code, _ := s.get(t, "/v1/me", live); code != 200 {
 		t.Fatalf("other key affected by revoke: %d", code)
 	}
+	// The id may also be given as --id (the flag every other command uses).
+	_, me = s.get(t, "/v1/me", boot["test_key"])
+	if _, errOut, code := runCLI(t, env, "admin", "keys", "revoke", "--id", me["key"].(map[string]any)["id"].(string)); code != 0 {
+		t.Fatalf("revoke --id: %s", errOut)
+	}
+	if code, _ := s.get(t, "/v1/me", boot["test_key"]); code != 401 {
+		t.Fatalf("key revoked with --id: %d", code)
+	}
 
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -386,5 +394,19 @@ func TestREADMEConfigTableInSync(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("README lacks %q", want)
 		}
+	}
+}
+
+// TestAdminHelp: a command's --help names the command and lists its own flags apart from the
+// settings it shares with the server.
+func TestAdminHelp(t *testing.T) {
+	out, errOut, code := runCLI(t, nil, "admin", "keys", "revoke", "--help")
+	if code != 0 {
+		t.Fatalf("--help: %d %s", code, errOut)
+	}
+	own := strings.Index(out, "Flags:\n  --id")
+	shared := strings.Index(out, "Settings shared with the server")
+	if !strings.HasPrefix(out, "Usage: parley admin keys revoke [flags]") || own < 0 || shared < own || !strings.Contains(out[shared:], "--database-url") || strings.Contains(out[:shared], "--database-url") {
+		t.Fatalf("help:\n%s", out)
 	}
 }

@@ -123,7 +123,7 @@ type scopedSetting struct {
 func settings() []scopedSetting {
 	return []scopedSetting{
 		{setting{"http-addr", "PARLEY_HTTP_ADDR", ":8080", "address the HTTP API listens on", setAddr(func(c *Config) *string { return &c.HTTPAddr })}, ScopeServe},
-		{setting{"base-url", "PARLEY_BASE_URL", "", "public URL used in links the API returns (default http://localhost<http-addr port>)", setBaseURL}, ScopeServe},
+		{setting{"base-url", "PARLEY_BASE_URL", "", "public URL used in links the API returns, such as web-call join pages (default: http://<http-addr host>:<port>, localhost when the address names no host)", setBaseURL}, ScopeServe},
 		{setting{"data-dir", "PARLEY_DATA_DIR", "./data", "directory for the embedded database, recordings, attachments and the generated master key", setNonEmpty(func(c *Config) *string { return &c.DataDir })}, ScopeStore | ScopeServe},
 		{setting{"database-url", "PARLEY_DATABASE_URL", "", "empty: embedded SQLite file in the data directory; postgres://… : PostgreSQL through pgx", setDatabaseURL}, ScopeStore | ScopeServe},
 		{setting{"redis-url", "PARLEY_REDIS_URL", "", "empty: in-process bus (one node); redis://… : Redis bus shared by many nodes", setRedisURL}, ScopeStore | ScopeServe},
@@ -253,22 +253,37 @@ func lookupEnv(getenv func(string) string, k string) (string, bool) {
 
 // PrintUsage writes every setting with its flag, environment variable and default.
 func PrintUsage(w io.Writer, name string, fs *flag.FlagSet, rows []scopedSetting) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\nEvery flag can also be set by its environment variable; a flag wins over the environment.\n\n", name)
+	fmt.Fprintf(w, "Usage: %s [flags]\n", name)
 	known := map[string]bool{}
 	for _, s := range rows {
 		known[s.flag] = true
+	}
+	own := false
+	fs.VisitAll(func(f *flag.Flag) {
+		if known[f.Name] {
+			return
+		}
+		if !own {
+			fmt.Fprintf(w, "\nFlags:\n")
+			own = true
+		}
+		fmt.Fprintf(w, "  --%s  (default %q)\n      %s\n", f.Name, f.DefValue, f.Usage)
+	})
+	if len(rows) == 0 {
+		return
+	}
+	title := "Settings"
+	if own {
+		title = "Settings shared with the server"
+	}
+	fmt.Fprintf(w, "\n%s (each flag can also be set by its environment variable; a flag wins over the environment):\n", title)
+	for _, s := range rows {
 		def := s.def
 		if def == "" {
 			def = `""`
 		}
 		fmt.Fprintf(w, "  --%s  (%s, default %s)\n      %s\n", s.flag, s.env, def, s.help)
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		if known[f.Name] {
-			return
-		}
-		fmt.Fprintf(w, "  --%s  (default %q)\n      %s\n", f.Name, f.DefValue, f.Usage)
-	})
 }
 
 // Reference returns the settings table as markdown rows (flag, env, default, meaning), for the README.
@@ -288,8 +303,7 @@ func Reference() string {
 func (c *Config) finish(scope Scope) error {
 	if scope&ScopeServe != 0 {
 		if c.BaseURL == "" {
-			_, port, _ := net.SplitHostPort(c.HTTPAddr)
-			c.BaseURL = "http://localhost:" + port
+			c.BaseURL = baseURLOf(c.HTTPAddr)
 		}
 		if (c.SIPTLSCert == "") != (c.SIPTLSKey == "") {
 			return &Error{Flag: "sip-tls-key", Env: "PARLEY_SIP_TLS_KEY", Value: c.SIPTLSKey, Err: errors.New("set both PARLEY_SIP_TLS_CERT and PARLEY_SIP_TLS_KEY, or neither")}
@@ -535,4 +549,18 @@ func (c *Config) NewLogger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, o))
 	}
 	return slog.New(slog.NewTextHandler(w, o))
+}
+
+// baseURLOf is the address people reach the HTTP listener at when PARLEY_BASE_URL is not set:
+// its host when it names one, localhost when it listens on every address.
+func baseURLOf(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://localhost"
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

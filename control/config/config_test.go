@@ -128,3 +128,21 @@ func TestBoolSettingAsBareFlag(t *testing.T) {
 		t.Fatalf("PARLEY_PPROF: %v", err)
 	}
 }
+
+func TestBaseURLFollowsTheListener(t *testing.T) {
+	for addr, want := range map[string]string{
+		":8080":          "http://localhost:8080",
+		"0.0.0.0:8080":   "http://localhost:8080",
+		"127.0.0.1:9090": "http://127.0.0.1:9090",
+		"[::1]:7000":     "http://[::1]:7000",
+		"[::]:7000":      "http://localhost:7000",
+	} {
+		c, _, err := Parse("test", ScopeServe, []string{"--http-addr", addr}, env(nil), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.BaseURL != want {
+			t.Errorf("--http-addr %s: base URL %q, want %q", addr, c.BaseURL, want)
+		}
+	}
+}
