@@ -158,6 +158,14 @@ func (n *Node) firstStart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	credit := "none (add it with: parley admin credit add --org " + b.OrganizationID + " --amount 10)"
+	if n.cfg.UsesSQLite() && n.cfg.StartingCreditMicros > 0 {
+		// The embedded default is for trying Parley: the first call must not answer 402.
+		if _, err := n.Store.AddCredit(ctx, store.OrgID(b.OrganizationID), n.cfg.StartingCreditMicros, "starting credit (PARLEY_STARTING_CREDIT)"); err != nil {
+			return fmt.Errorf("bootstrap: starting credit: %w", err)
+		}
+		credit = fmt.Sprintf("%d.%02d USD (PARLEY_STARTING_CREDIT)", n.cfg.StartingCreditMicros/1_000_000, n.cfg.StartingCreditMicros%1_000_000/10_000)
+	}
 	fmt.Fprintf(n.out, `
 Parley is set up. This is printed once, on the first start of an empty store:
 
@@ -165,11 +173,12 @@ Parley is set up. This is printed once, on the first start of an empty store:
   project       %s  (Default)
   live key      %s
   test key      %s
+  credit        %s
 
 Try it:
   curl -H "Authorization: Bearer %s" %s/v1/me
 
-`, b.OrganizationID, b.ProjectID, b.LiveKey, b.TestKey, b.LiveKey, n.cfg.BaseURL)
+`, b.OrganizationID, b.ProjectID, b.LiveKey, b.TestKey, credit, b.LiveKey, n.cfg.BaseURL)
 	return nil
 }
 

@@ -223,3 +223,21 @@ func TestNodeEdges(t *testing.T) {
 		t.Fatalf("readyz: %s", raw)
 	}
 }
+
+// TestFirstStartCredit: on the embedded default the first start gives the organization it
+// creates PARLEY_STARTING_CREDIT, so the README's first call does not answer 402, and says so.
+func TestFirstStartCredit(t *testing.T) {
+	var out bytes.Buffer
+	n, err := NewNode(context.Background(), testConfig(t), quietLog(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	orgs, err := n.Store.ListOrgs(context.Background())
+	if err != nil || len(orgs) != 1 {
+		t.Fatalf("orgs %v, %v", orgs, err)
+	}
+	if orgs[0].CreditMicros != 10_000_000 || !strings.Contains(out.String(), "credit        10.00 USD") {
+		t.Fatalf("starting credit %d; printed:\n%s", orgs[0].CreditMicros, out.String())
+	}
+}

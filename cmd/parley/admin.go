@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -403,7 +401,7 @@ func creditAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 		if *org == "" || *amount == "" {
 			return usageError{"--org and --amount are required"}
 		}
-		micros, err := parseUSD(*amount)
+		micros, err := config.ParseUSD(*amount)
 		if err != nil {
 			return usageError{"--amount: " + err.Error()}
 		}
@@ -414,39 +412,6 @@ func creditAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 		j := toOrgJSON(o)
 		return a.print(j, func(w io.Writer) { fmt.Fprintf(w, "organization %s credit now %s USD\n", j.ID, j.CreditUSD) })
 	}
-}
-
-// parseUSD reads a decimal USD amount into micro-dollars exactly (no float rounding).
-func parseUSD(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" && frac == "" || len(frac) > 6 {
-		return 0, fmt.Errorf("want a number with at most 6 decimals, got %q", s)
-	}
-	if whole == "" {
-		whole = "0"
-	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w > math.MaxInt64/1_000_000-1 {
-		return 0, fmt.Errorf("bad amount %q", s)
-	}
-	f := int64(0)
-	if frac != "" {
-		f, err = strconv.ParseInt((frac + "000000")[:6], 10, 64)
-		if err != nil || strings.ContainsAny(frac, "+-") {
-			return 0, fmt.Errorf("bad amount %q", s)
-		}
-	}
-	v := w*1e6 + f
-	if v == 0 {
-		return 0, fmt.Errorf("amount must not be zero")
-	}
-	if neg {
-		v = -v
-	}
-	return v, nil
 }
 
 func formatUSD(micros int64) string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -91,6 +92,7 @@ type Config struct {
 	FakesURL                         string
 	LLMFirstTokenTimeout             time.Duration
 	MaxCalls                         int
+	StartingCreditMicros             int64 // credit of the organization bootstrapped on the embedded default
 	GCPercent                        int
 	OpusComplexity                   int
 	WebCallsPerDay                   int
@@ -155,6 +157,7 @@ func settings() []scopedSetting {
 		{setting{"transcribe-api-key", "PARLEY_TRANSCRIBE_API_KEY", "", "API key for the transcription server (empty: the OpenAI key)", setString(func(c *Config) *string { return &c.TranscribeKey })}, ScopeServe},
 		{setting{"speech-base-url", "PARLEY_SPEECH_BASE_URL", "", "OpenAI-compatible speech server; empty: the OpenAI base URL", setURL(func(c *Config) *string { return &c.SpeechBaseURL })}, ScopeServe},
 		{setting{"speech-api-key", "PARLEY_SPEECH_API_KEY", "", "API key for the speech server (empty: the OpenAI key)", setString(func(c *Config) *string { return &c.SpeechKey })}, ScopeServe},
+		{setting{"starting-credit", "PARLEY_STARTING_CREDIT", "10", "USD of credit the first start gives the organization it creates on the embedded default (SQLite), so the first call works; 0 gives none. Ignored with PostgreSQL: add credit with parley admin credit add", setStartingCredit}, ScopeServe},
 		{setting{"max-calls", "PARLEY_MAX_CALLS", "50", "voice calls an organization may have going at once, and that one media node takes (over it: 429 to the API, 503 to SIP)", setInt(func(c *Config) *int { return &c.MaxCalls }, 1)}, ScopeServe},
 		{setting{"web-calls-per-day", "PARLEY_WEB_CALLS_PER_DAY", "5000", "browser calls an organization may start a day", setInt(func(c *Config) *int { return &c.WebCallsPerDay }, 1)}, ScopeServe},
 		{setting{"record", "PARLEY_RECORD", "true", "record voice calls (stereo WAV under <data-dir>/recordings)", setBool(func(c *Config) *bool { return &c.Record })}, ScopeServe},
@@ -563,4 +566,53 @@ func baseURLOf(addr string) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ParseUSD reads a decimal USD amount into micro-dollars exactly (no float rounding).
+func ParseUSD(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" || len(frac) > 6 {
+		return 0, fmt.Errorf("want a number with at most 6 decimals, got %q", s)
+	}
+	if whole == "" {
+		whole = "0"
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > math.MaxInt64/1_000_000-1 {
+		return 0, fmt.Errorf("bad amount %q", s)
+	}
+	f := int64(0)
+	if frac != "" {
+		f, err = strconv.ParseInt((frac + "000000")[:6], 10, 64)
+		if err != nil || strings.ContainsAny(frac, "+-") {
+			return 0, fmt.Errorf("bad amount %q", s)
+		}
+	}
+	v := w*1e6 + f
+	if v == 0 {
+		return 0, fmt.Errorf("amount must not be zero")
+	}
+	if neg {
+		v = -v
+	}
+	return v, nil
+}
+
+func setStartingCredit(c *Config, v string) error {
+	if v = strings.TrimSpace(v); v == "0" || v == "0.00" {
+		c.StartingCreditMicros = 0
+		return nil
+	}
+	m, err := ParseUSD(v)
+	switch {
+	case err != nil:
+		return err
+	case m < 0 || m > 1000*1_000_000:
+		return errors.New("want 0 to 1000 USD")
+	}
+	c.StartingCreditMicros = m
+	return nil
 }
