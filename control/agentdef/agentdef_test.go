@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -471,4 +472,37 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("text without markers changed: %q → %q", text, out)
 		}
 	})
+}
+
+// TestSpecSampleDefinition: the specification's sample (name, kind, direction and system_prompt
+// only, no format) is taken, with channels by direction; kinds that need more say what.
+func TestSpecSampleDefinition(t *testing.T) {
+	for dir, want := range map[string][]Channel{"inbound": {ChannelPhone, ChannelVoice, ChannelChat}, "outbound": {ChannelPhone}} {
+		d, err := Parse([]byte(`{"agent": {"name": "Support", "kind": "faq", "direction": "` + dir + `", "system_prompt": "You help callers."}}`))
+		if err != nil {
+			t.Fatalf("%s sample refused: %v", dir, err)
+		}
+		if !slices.Equal(d.Agent.Channels, want) || d.References.Tools == nil {
+			t.Fatalf("%s sample: channels %v, references %+v", dir, d.Agent.Channels, d.References)
+		}
+		if doc := d.Export(time.Now()); doc.Format != Format {
+			t.Fatalf("exported format %q", doc.Format)
+		}
+	}
+	for kind, member := range map[string]string{"form_filling": "collected", "workflow": "steps", "desk": "specialists"} {
+		_, err := Parse([]byte(`{"agent": {"name": "X", "kind": "` + kind + `", "direction": "inbound", "system_prompt": "p"}}`))
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("%s without %s: %v", kind, member, err)
+		}
+		found := false
+		for _, p := range ve.Problems {
+			if p.Pointer == "/agent/"+member && p.Code == "required" && strings.Contains(p.Detail, member) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s without %s: problems %+v do not name /agent/%s as required", kind, member, ve.Problems, member)
+		}
+	}
 }

@@ -90,6 +90,9 @@ func ParseValue(v any) (*Definition, error) {
 // empty lists where a document gave none.
 func (d *Definition) normalize() {
 	a := &d.Agent
+	if len(a.Channels) == 0 {
+		a.Channels = DefaultChannels(a.Direction)
+	}
 	for i := range a.Languages {
 		fixVoice(a.Languages[i].Voice)
 	}
@@ -335,3 +338,12 @@ func (d *Definition) check() []Problem {
 
 // escape escapes one JSON pointer token.
 func escape(s string) string { return jsoncheck.EscapePointer(s) }
+
+// DefaultChannels are the channels of an agent whose definition names none: an inbound agent
+// answers phone calls, browser calls and chats; an outbound agent places phone calls.
+func DefaultChannels(direction Direction) []Channel {
+	if direction == Outbound {
+		return []Channel{ChannelPhone}
+	}
+	return []Channel{ChannelPhone, ChannelVoice, ChannelChat}
+}
