@@ -21,11 +21,12 @@ import (
 // Idempotency (draft-ietf-httpapi-idempotency-key-header): a request with an Idempotency-Key is
 // done once. Its successful answer is stored, in the same transaction as the change it reports,
 // and the same request with the same key is answered with it again, byte for byte, with
-// Idempotent-Replayed: true, for 24 hours. Keys are scoped to the organization and the
-// operation. While the first request runs, a lock on the bus (shared by every node) turns a
+// Idempotent-Replayed: true, for 24 hours. Keys are scoped to the organization, the key
+// mode and the operation. While the first request runs, a lock on the bus (shared by every node) turns a
 // second one away with 409; the store's unique key is the last guard if a lock ever expires.
 // Answers that are not 2xx are not stored: the client may fix the request and retry with the
-// same key.
+// same key. Keys are scoped, as Stripe scopes them, by organization and key mode too: a test
+// request never makes a live request with the same key fail, nor replays into it.
 const (
 	idemHeader     = "Idempotency-Key"
 	replayedHeader = "Idempotent-Replayed"
@@ -42,6 +43,10 @@ type idemState struct {
 
 // errIdemRace marks a failure to save the record because another request saved it first.
 var errIdemRace = errors.New("idempotency record saved by another request")
+
+// idemScope is what an Idempotency-Key is scoped to besides the organization: the key mode and
+// the operation ("live:createCall"). It is kept in the record's operation column.
+func (c *call) idemScope() string { return string(c.p.Key.Mode) + ":" + c.op.ID }
 
 // idemLockKey is the bus key of the lock on one key.
 func idemLockKey(org store.OrgID, op, key string) string {
@@ -104,7 +109,7 @@ func (a *API) idempotency(w http.ResponseWriter, r *http.Request, c *call) (rele
 	if done, err := a.replay(w, r, c, st); done || err != nil {
 		return nil, done, err
 	}
-	lock := idemLockKey(c.p.Org.ID, c.op.ID, key)
+	lock := idemLockKey(c.p.Org.ID, c.idemScope(), key)
 	token := make([]byte, 16)
 	rand.Read(token)
 	ok, err := a.Bus.SetNX(ctx, lock, token, idemLockTTL)
@@ -138,7 +143,7 @@ func (a *API) idempotency(w http.ResponseWriter, r *http.Request, c *call) (rele
 // replay answers from a stored record of the key, if there is one: the same answer for the
 // same request, 422 for another request.
 func (a *API) replay(w http.ResponseWriter, r *http.Request, c *call, st *idemState) (bool, error) {
-	rec, err := a.Store.GetIdempotency(r.Context(), c.p.Org.ID, c.op.ID, st.key, a.now())
+	rec, err := a.Store.GetIdempotency(r.Context(), c.p.Org.ID, c.idemScope(), st.key, a.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -175,7 +180,7 @@ func (a *API) saveIdempotency(ctx context.Context, tx *store.Tx, c *call, ans *a
 	}
 	now := a.now()
 	err := tx.SaveIdempotency(ctx, store.IdempotencyRecord{
-		OrgID: c.p.Org.ID, Operation: c.op.ID, Key: c.idem.key, Fingerprint: c.idem.fingerprint,
+		OrgID: c.p.Org.ID, Operation: c.idemScope(), Key: c.idem.key, Fingerprint: c.idem.fingerprint,
 		Status: ans.status, Header: ans.header, Body: bytes.Clone(ans.body), CreatedAt: now, ExpiresAt: now.Add(idemKeep),
 	})
 	if errors.Is(err, store.ErrConflict) {

@@ -52,10 +52,18 @@ func testIdempotency(t *testing.T, e engine) {
 	if l := w.must(t, 200, req{method: "GET", path: "/v1/agents", key: kLive}); len(l.JSON["data"].([]any)) != 1 {
 		t.Fatalf("the replay made another agent: %s", l)
 	}
-	// Another request with the key, or the same from another key, is refused.
+	// Another request with the key is refused.
 	other := map[string]any{"project_id": w.p1.ID, "definition": definition("Sales", "faq", "inbound")}
 	w.fails(t, 422, fault.CodeIdempotencyReused, create(kLive, "k-1", other))
-	w.fails(t, 422, fault.CodeIdempotencyReused, create(kTest, "k-1", body))
+	// Keys are scoped by key mode, as Stripe scopes them: the same key from a test key is a
+	// request of its own, and does not disturb the live one.
+	testOne := w.must(t, 201, create(kTest, "k-1", map[string]any{"project_id": w.p1.ID, "definition": definition("Test mode", "faq", "inbound")}))
+	if testOne.Header.Get(replayedHeader) != "" || testOne.Str("id") == first.Str("id") {
+		t.Fatalf("a test-key request replayed the live one: %s", testOne)
+	}
+	if r := w.must(t, 201, create(kLive, "k-1", body)); !bytes.Equal(r.Body, first.Body) {
+		t.Fatalf("the live key's answer changed after a test-key request with its key: %s", r)
+	}
 	// Keys are scoped to the operation: the same key publishes.
 	id := first.Str("id")
 	pub := req{method: "POST", path: "/v1/agents/" + id + "/publish", key: kLive, header: map[string]string{idemHeader: "k-1"}}
@@ -72,7 +80,7 @@ func testIdempotency(t *testing.T, e engine) {
 	w.must(t, 201, create(kLive, strings.Repeat("k", 120), map[string]any{"project_id": w.p1.ID, "definition": definition("Long key", "faq", "inbound")}))
 	w.fails(t, 400, fault.CodeIdempotencyInvalid, create(kLive, "clé", body))
 	// A request still in progress (its lock held, as by another node) gets 409.
-	if ok, err := w.bus.SetNX(ctx, idemLockKey(w.org.ID, "createAgent", "k-busy"), []byte("other"), time.Minute); !ok || err != nil {
+	if ok, err := w.bus.SetNX(ctx, idemLockKey(w.org.ID, "live:createAgent", "k-busy"), []byte("other"), time.Minute); !ok || err != nil {
 		t.Fatalf("take lock: %v %v", ok, err)
 	}
 	busy := w.fails(t, 409, fault.CodeIdempotencyInUse, create(kLive, "k-busy", body))
@@ -189,7 +197,7 @@ func testIdempotencyAcrossNodes(t *testing.T, e engine) {
 		return req{method: "POST", path: "/v1/agents", key: kLive, body: body, header: map[string]string{idemHeader: idem}}
 	}
 	// A request in progress on node B (its lock in Redis) makes node A answer 409.
-	if ok, err := b.bus.SetNX(ctx, idemLockKey(a.org.ID, "createAgent", "held"), []byte("b"), time.Minute); !ok || err != nil {
+	if ok, err := b.bus.SetNX(ctx, idemLockKey(a.org.ID, "live:createAgent", "held"), []byte("b"), time.Minute); !ok || err != nil {
 		t.Fatalf("lock on node b: %v %v", ok, err)
 	}
 	a.fails(t, 409, fault.CodeIdempotencyInUse, create("held"))

@@ -34,7 +34,8 @@ func testPhoneNumbers(t *testing.T, e engine) {
 	if r.Str("agent_id") != a || r.Str("label") != "Main line" || r.Str("trunk") != "carrier-a" || r.Str("number") != "+14155550102" {
 		t.Fatalf("assigned: %s", r)
 	}
-	w.must(t, 200, patch(kLive, n1, map[string]any{"agent_id": a}))
+	// Ids may come in upper case (RFC 4122 §3: UUIDs compare case-insensitively).
+	w.must(t, 200, patch(kLive, strings.ToUpper(n1), map[string]any{"agent_id": strings.ToUpper(a)}))
 	ag := w.must(t, 200, req{method: "GET", path: "/v1/agents/" + a, key: kLive})
 	nums := ag.JSON["phone_numbers"].([]any)
 	if len(nums) != 2 || nums[0].(map[string]any)["id"] != n2 || nums[1].(map[string]any)["id"] != n1 {

@@ -12,7 +12,7 @@ import (
 // organization and an operation and expire (the API keeps them 24 hours).
 type IdempotencyRecord struct {
 	OrgID       OrgID
-	Operation   string // the operation id, e.g. createAgent
+	Operation   string // what the key is scoped to besides the organization: the key mode and the operation id, e.g. live:createAgent
 	Key         string // the client's Idempotency-Key
 	Fingerprint string // what identifies the request, to tell a retry from another request
 	Status      int

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // Scope is what a caller may see and change: one organization, the projects it reaches, and,
@@ -117,13 +119,16 @@ func (b *sel) scope(sc Scope, orgCol, projectCol, modeCol string) *sel {
 	return b
 }
 
-// id adds col = id, or matches nothing when id is not a canonical UUID.
+// id adds col = id, or matches nothing when id is not a UUID. Ids are stored in canonical
+// lowercase form; any form uuid.Parse reads of 36 characters (upper case, say) names the same
+// row.
 func (b *sel) id(col string, id string) *sel {
-	if !validID(id) {
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
 		b.empty = true
 		return b
 	}
-	return b.cond(col+" = ?", id)
+	return b.cond(col+" = ?", u.String())
 }
 
 // optID adds col = id when id is set.

@@ -98,7 +98,13 @@ func (s *Service) List(ctx context.Context, act app.Actor, f Filter, pg store.Pa
 func (s *Service) Update(ctx context.Context, act app.Actor, id string, u PhoneNumberUpdate) (PhoneNumber, error) {
 	var change store.PhoneNumberChange
 	if u.AgentID.Set {
-		agent := store.AgentID(u.AgentID.Value)
+		var agent store.AgentID // null clears
+		if !u.AgentID.Null {
+			var err error
+			if agent, err = store.ParseID[store.AgentID](u.AgentID.Value); err != nil {
+				return PhoneNumber{}, fault.E(fault.CodeAgentNotFound, "No agent %s is reachable with this key.", app.QuoteID(u.AgentID.Value))
+			}
+		}
 		change.AgentID = &agent
 	}
 	change.Label = u.Label
