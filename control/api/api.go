@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/fault"
@@ -48,8 +49,9 @@ type API struct {
 	WebCallsPerDay int
 
 	// The domain services the operations call.
-	Numbers  *numbers.Service
-	Projects *projects.Service
+	Numbers       *numbers.Service
+	Projects      *projects.Service
+	Conversations *conversations.Service
 }
 
 func (a *API) now() time.Time {
@@ -70,6 +72,12 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Conversations == nil {
+		a.Conversations = &conversations.Service{Store: a.Store, DataDir: a.DataDir, Log: a.Log, Now: a.Now}
+		if a.Runtime != nil { // a nil *runtime.Runtime would make a non-nil interface
+			a.Conversations.Runtime = a.Runtime
+		}
 	}
 	r := chi.NewRouter()
 	r.Use(cors)

@@ -27,7 +27,10 @@ import (
 //go:embed openapi_components.json
 var componentsJSON []byte
 
-// conversationsJSON holds the schemas of calls, chats and conversations.
+// conversationsJSON holds the hand-written schemas of the operations that start conversations
+// (calls, scheduled calls, web calls, chats, test inbound calls), which are not yet declared
+// with typed Go types; the schemas of reading and steering conversations are reflected from
+// package conversations. It shrinks as those operations move, and goes when they have.
 //
 //go:embed openapi_conversations.json
 var conversationsJSON []byte

@@ -191,6 +191,17 @@ func (a *API) handler(op *operation) http.Handler {
 	})
 }
 
+// needScope refuses the request (403 missing_permission) unless its key holds perm, which what
+// (a part of the operation, such as include=cost) needs besides the operation's own.
+func (c *call) needScope(perm, what string) error {
+	if c.p.Key.HasScope(perm) {
+		return nil
+	}
+	e := fault.E(fault.CodeMissingPermission, "%s needs the permission %s, which this key lacks.", what, perm)
+	e.Extra = map[string]any{"permission": perm}
+	return e
+}
+
 // serve runs the shared checks in order, then the handler.
 func (a *API) serve(w http.ResponseWriter, r *http.Request, c *call) error {
 	op, p := c.op, c.p

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/fault"
 )
 
@@ -40,16 +41,14 @@ func conversationOperations() []*operation {
 			Status: http.StatusCreated, Response: "Conversation", Location: true,
 			Handle: (*API).createCall,
 		},
-		{
+		typed(operation{
 			ID: "endConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/end", Tag: "Conversations",
 			Summary:     "End a live call or chat",
 			Description: "A call still dialling is cancelled; a call in progress is hung up; a chat is closed. Answers 202 with the end command, done once the conversation has ended (reason ended_by_api).",
 			Permission:  "calls:write", Changes: true,
-			Params: []param{convID},
 			Codes:  steerCodes,
-			Status: http.StatusAccepted, Response: "ConversationCommand",
-			Handle: (*API).endConversation,
-		},
+			Status: http.StatusAccepted,
+		}, (*API).endConversation),
 		{
 			ID: "listScheduledCalls", Method: http.MethodGet, Path: "/scheduled-calls", Tag: "Calls",
 			Summary:    "List scheduled calls, newest first",
@@ -137,138 +136,97 @@ func conversationOperations() []*operation {
 			Status: http.StatusCreated, Response: "WebCall",
 			Handle: (*API).createWebCall,
 		},
-		{
+		typed(operation{
 			ID: "listConversations", Method: http.MethodGet, Path: "/conversations", Tag: "Conversations",
 			Summary:    "List conversations, newest first",
 			Permission: "conversations:read",
-			Params: []param{
-				{Name: "project_id", In: "query", Type: "string", Format: "uuid", Description: "Only this project's conversations; 404 when the key reaches no such project."},
-				{Name: "agent_id", In: "query", Type: "string", Format: "uuid"},
-				{Name: "status", In: "query", Type: "string", Enum: []string{"pending", "ringing", "in_progress", "ended"}},
-				{Name: "channel", In: "query", Type: "string", Enum: []string{"phone", "voice", "chat", "whatsapp"}},
-				{Name: "direction", In: "query", Type: "string", Enum: []string{"inbound", "outbound"}},
-				{Name: "external_id", In: "query", Type: "string"},
-				{Name: "created_after", In: "query", Type: "string", Format: "date-time", Description: "Only conversations created at or after this moment."},
-				{Name: "created_before", In: "query", Type: "string", Format: "date-time", Description: "Only conversations created before this moment."},
-			},
-			List:   true,
-			Codes:  []string{fault.CodeProjectNotFound},
-			Status: http.StatusOK, Response: "ConversationList",
-			Handle: (*API).listConversations,
-		},
-		{
+			List:       true,
+			Codes:      []string{fault.CodeProjectNotFound},
+			Status:     http.StatusOK,
+		}, (*API).listConversations),
+		typed(operation{
 			ID: "listDeletedConversations", Method: http.MethodGet, Path: "/conversations/deleted", Tag: "Conversations",
 			Summary:    "List deleted conversations, newest first",
 			Permission: "conversations:read",
-			Params: []param{
-				{Name: "project_id", In: "query", Type: "string", Format: "uuid"},
-				{Name: "agent_id", In: "query", Type: "string", Format: "uuid"},
-			},
-			List:   true,
-			Codes:  []string{fault.CodeProjectNotFound},
-			Status: http.StatusOK, Response: "DeletedConversationList",
-			Handle: (*API).listDeletedConversations,
-		},
-		{
+			List:       true,
+			Codes:      []string{fault.CodeProjectNotFound},
+			Status:     http.StatusOK,
+		}, (*API).listDeletedConversations),
+		typed(operation{
 			ID: "getConversation", Method: http.MethodGet, Path: "/conversations/{conversation_id}", Tag: "Conversations",
 			Summary:     "Get a conversation, with its transcript and cost when asked",
 			Description: "include=transcript (needs transcripts:read as well) adds the transcript; include=cost (needs billing:read as well) adds the cost. The answer carries the status, end reason, timings, per-turn latency metrics, metadata, variables and agent_version.",
 			Permission:  "conversations:read",
-			Params: []param{convID, {Name: "include", In: "query", Type: "string", Enum: []string{"transcript", "cost"}, Array: true,
-				Description: "Repeatable: transcript, cost."}},
-			Codes:  []string{fault.CodeConversationNotFound},
-			Status: http.StatusOK, Response: "ConversationWithTranscript",
-			Handle: (*API).getConversation,
-		},
-		{
+			Codes:       []string{fault.CodeConversationNotFound},
+			Status:      http.StatusOK,
+		}, (*API).getConversation),
+		typed(operation{
 			ID: "deleteConversation", Method: http.MethodDelete, Path: "/conversations/{conversation_id}", Tag: "Conversations",
 			Summary: "Delete a conversation with its transcript, recording and pictures",
 			Description: "Cannot be undone. A call still in progress is refused (409 call_in_progress); an open chat is charged for what it used, closed, then deleted (409 agent_busy while the agent answers a message). " +
 				"The conversation is then listed under GET /v1/conversations/deleted and the event conversation.deleted is recorded.",
 			Permission: "conversations:delete", Changes: true,
-			Params: []param{convID},
 			Codes:  []string{fault.CodeConversationNotFound, fault.CodeCallInProgress, fault.CodeAgentBusy, fault.CodeProjectFrozen},
-			Status: http.StatusOK, Response: "Deleted",
-			Handle: (*API).deleteConversation,
-		},
-		{
+			Status: http.StatusOK,
+		}, (*API).deleteConversation),
+		typedRaw[conversationIn, conversations.Conversation](operation{
 			ID: "getRecording", Method: http.MethodGet, Path: "/conversations/{conversation_id}/recording", Tag: "Conversations",
 			Summary:     "Download the recording of a voice conversation",
 			Description: "audio/wav, stereo: the caller on the left, the agent on the right. Takes a Range header (one range) and answers 206 with Content-Range. 404 recording_not_found for a chat, a test call, or a call not answered.",
 			Permission:  "conversations:read",
-			Params:      []param{convID},
 			Binary:      "audio/wav",
 			Codes:       []string{fault.CodeConversationNotFound, fault.CodeRecordingNotFound, fault.CodeRangeNotSatisfiable},
-			Status:      http.StatusOK, Response: "Conversation",
-			Handle: (*API).getRecording,
-		},
-		{
+			Status:      http.StatusOK,
+		}, (*API).getRecording),
+		typed(operation{
 			ID: "getTranscript", Method: http.MethodGet, Path: "/conversations/{conversation_id}/transcript", Tag: "Conversations",
 			Summary:    "Get a conversation's transcript",
 			Permission: "transcripts:read",
-			Params:     []param{convID},
 			Codes:      []string{fault.CodeConversationNotFound},
-			Status:     http.StatusOK, Response: "Transcript",
-			Handle: (*API).getTranscript,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).getTranscript),
+		typed(operation{
 			ID: "getConversationCommand", Method: http.MethodGet, Path: "/conversations/{conversation_id}/commands/{command_id}", Tag: "Conversations",
 			Summary:    "Follow a steering command to done or failed",
 			Permission: "conversations:read",
-			Params:     []param{convID, {Name: "command_id", In: "path", Type: "string", Format: "uuid", Description: "The command."}},
 			Codes:      []string{fault.CodeConversationNotFound, fault.CodeCommandNotFound},
-			Status:     http.StatusOK, Response: "ConversationCommand",
-			Handle: (*API).getConversationCommand,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).getConversationCommand),
+		typedRaw[getLiveTranscriptIn, conversations.LiveTranscript](operation{
 			ID: "getLiveTranscript", Method: http.MethodGet, Path: "/conversations/{conversation_id}/live", Tag: "Conversations",
 			Summary: "Long-poll the live transcript of a call",
 			Description: "Answers as soon as there is a line with seq greater than after (up to 100 lines), or after wait seconds with none. Send next_after back as after and ask again until ended is true. " +
 				"No line is ever skipped or repeated, whichever node runs the call: lines are read from the store in seq order. after is 0 (the default, every line) to 9007199254740991; wait is 0 (answer at once, the default) to 30 seconds; " +
 				"a value out of range gets 422 invalid_parameter. Lines are kept here for one day after the call ends; afterwards this answers no lines with ended true, and GET …/transcript has them all. A chat has no live transcript (409).",
 			Permission: "transcripts:read",
-			Params: []param{convID,
-				{Name: "after", In: "query", Type: "integer", Min: 0, Max: 1<<53 - 1, Default: 0, Description: "The last seq already read (0: none)."},
-				{Name: "wait", In: "query", Type: "integer", Min: 0, Max: liveMaxWait, Default: 0, Description: "Seconds to wait for a line, 0 to 30."},
-			},
-			Codes:  []string{fault.CodeConversationNotFound, fault.CodeNoLiveTranscript},
-			Status: http.StatusOK, Response: "LiveTranscript",
-			Handle: (*API).getLiveTranscript,
-		},
-		{
+			Codes:      []string{fault.CodeConversationNotFound, fault.CodeNoLiveTranscript},
+			Status:     http.StatusOK,
+		}, (*API).getLiveTranscript),
+		typed(operation{
 			ID: "addConversationNote", Method: http.MethodPost, Path: "/conversations/{conversation_id}/notes", Tag: "Conversations",
 			Summary:     "Add a note to a live conversation",
 			Description: "A note is a transcript line (role note). With visible_to_agent the agent reads it as guidance from a supervisor (the caller never hears it). Answers 202 with the command.",
 			Permission:  "calls:write", Changes: true,
-			Body:   "NoteCreate",
-			Params: []param{convID},
 			Codes:  steerCodes,
-			Status: http.StatusAccepted, Response: "ConversationCommand",
-			Handle: (*API).addConversationNote,
-		},
-		{
+			Status: http.StatusAccepted,
+		}, (*API).addConversationNote),
+		typed(operation{
 			ID: "sayInConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/say", Tag: "Conversations",
 			Summary:     "Make the agent say a text in a live conversation",
 			Description: "Spoken after what the agent is saying, or at once with interrupt. The command is done once the text has been said (failed, with the reason, if the caller interrupted it or the call ended). Answers 202 with the command.",
 			Permission:  "calls:write", Changes: true,
-			Body:   "SayCreate",
-			Params: []param{convID},
 			Codes:  steerCodes,
-			Status: http.StatusAccepted, Response: "ConversationCommand",
-			Handle: (*API).sayInConversation,
-		},
-		{
+			Status: http.StatusAccepted,
+		}, (*API).sayInConversation),
+		typed(operation{
 			ID: "transferConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/transfer", Tag: "Conversations",
 			Summary: "Transfer a live call to a number or SIP address",
 			Description: "cold: a blind transfer (SIP REFER); warm: the agent briefs a human on a second leg with summary, then bridges the caller. The command is done when the transfer succeeded (the conversation then ends as transferred) or failed with the reason (the agent carries on). " +
 				"A test call is transferred at once. A chat cannot be transferred (409 not_transferable). Answers 202 with the command.",
 			Permission: "calls:write", Changes: true,
-			Body:   "TransferCreate",
-			Params: []param{convID},
 			Codes:  append(append([]string{}, steerCodes...), fault.CodeNotTransferable),
-			Status: http.StatusAccepted, Response: "ConversationCommand",
-			Handle: (*API).transferConversation,
-		},
+			Status: http.StatusAccepted,
+		}, (*API).transferConversation),
 		{
 			ID: "createTestInboundCall", Method: http.MethodPost, Path: "/test/inbound-calls", Tag: "Testing",
 			Summary: "Simulate an inbound phone call to an inbound agent, with no carrier",
@@ -280,17 +238,15 @@ func conversationOperations() []*operation {
 			Status: http.StatusCreated, Response: "Conversation", Location: true,
 			Handle: (*API).createTestInboundCall,
 		},
-		{
+		typed(operation{
 			ID: "listenConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/listen", Tag: "Conversations",
 			Summary: "Listen to (or take over) a live voice call from a browser",
 			Description: "An extension of Parley. mode listen hears both sides; takeover lets a person speak instead of the agent. Answers 201 with a url and a single-use token (15 minutes) for the page. " +
 				"409 no_audio for a chat or a test call, conversation_not_live before the call is answered.",
 			Permission: "calls:listen", Changes: true, Extension: true,
-			Body: "ListenCreate", BodyOptional: true,
-			Params: []param{convID},
+
 			Codes:  []string{fault.CodeConversationNotFound, fault.CodeConversationEnded, fault.CodeConversationNotLive, fault.CodeNoAudio, fault.CodeVoiceUnavailable, fault.CodeUpstreamUnreachable},
-			Status: http.StatusCreated, Response: "Listener",
-			Handle: (*API).listenConversation,
-		},
+			Status: http.StatusCreated,
+		}, (*API).listenConversation),
 	}
 }

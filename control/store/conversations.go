@@ -206,7 +206,9 @@ func (q *Queries) GetConversation(ctx context.Context, id ConversationID) (Conve
 	return c, err
 }
 
-// ListConversations returns conversations newest first.
+// ListConversations returns conversations newest first, across the scopes of an organization's
+// keys: the system's list (the runtime's and the API's tests read it). A caller's list goes
+// through Conversations().List, which applies the caller's Scope.
 func (q *Queries) ListConversations(ctx context.Context, f ConversationFilter) ([]Conversation, error) {
 	if !validID(f.OrgID) || (f.BeforeID != "" && !validID(f.BeforeID)) {
 		return nil, fmt.Errorf("store: %w: bad organization or cursor ID", ErrInvalid)
@@ -350,36 +352,6 @@ func (q *Queries) SetConversationOwner(ctx context.Context, id ConversationID, n
 func (q *Queries) SetConversationRecording(ctx context.Context, id ConversationID, path string) error {
 	res, err := q.exec(ctx, "set conversation recording", `UPDATE conversations SET recording = $2 WHERE id = $1`, string(id), nullText(path))
 	return affectedOne(res, err, "conversation", id)
-}
-
-// DeleteConversation removes a conversation's transcript, commands and values and leaves a
-// tombstone (listed among deleted conversations). It returns the conversation as it was, so
-// the caller can remove its files (recording, attachments). A conversation that is not ended
-// or already deleted is ErrConflict.
-func (q *Queries) DeleteConversation(ctx context.Context, id ConversationID, at time.Time) (Conversation, error) {
-	var c Conversation
-	err := q.atomic(ctx, func(q *Queries) error {
-		var err error
-		if c, err = q.GetConversation(ctx, id); err != nil {
-			return err
-		}
-		if c.Deleted() || !c.Ended() {
-			return fmt.Errorf("store: delete conversation %s: %w: it is %s", id, ErrConflict, map[bool]string{true: "deleted", false: c.Status}[c.Deleted()])
-		}
-		if _, err := q.exec(ctx, "delete conversation lines", `DELETE FROM conversation_lines WHERE conversation_id = $1`, string(id)); err != nil {
-			return err
-		}
-		if _, err := q.exec(ctx, "delete conversation commands", `DELETE FROM conversation_commands WHERE conversation_id = $1`, string(id)); err != nil {
-			return err
-		}
-		now := ts(normTime(at))
-		_, err = q.exec(ctx, "delete conversation",
-			`UPDATE conversations SET deleted_at = $2, updated_at = $2, metadata = '{}', variables = '{}', turns = '[]',
-				from_number = NULL, to_number = NULL, external_id = NULL, recording = NULL
-			WHERE id = $1`, string(id), now)
-		return err
-	})
-	return c, err
 }
 
 // ActiveConversations returns conversations that are not ended and were last updated before

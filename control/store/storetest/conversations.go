@@ -22,6 +22,7 @@ func testConversations(t *testing.T, open Opener) {
 		{"ConversationStatus", testConversationStatus},
 		{"ConversationLines", testConversationLines},
 		{"ConversationListDelete", testConversationListDelete},
+		{"ConversationScope", testConversationScope},
 		{"Commands", testCommands},
 		{"ScheduledCalls", testScheduledCalls},
 		{"ScheduledCallsTwoWorkers", testScheduledCallsTwoWorkers},
@@ -220,18 +221,19 @@ func testConversationListDelete(t *testing.T, open Opener) {
 		t.Fatalf("created before the future: %v", got)
 	}
 	// Deleting: only an ended conversation; it leaves a tombstone.
-	_, err := w.s.DeleteConversation(ctx, ids[0], time.Now())
+	all := store.OrgScope(w.org.ID)
+	_, err := w.s.Conversations().Delete(ctx, all, ids[0], time.Now())
 	wantErr(t, "delete a live one", err, store.ErrConflict)
 	w.s.EndConversation(ctx, ids[0], store.ConversationEnd{Reason: "completed", At: time.Now()})
 	now := time.Now()
 	w.s.AppendLines(ctx, ids[0], []store.ConversationLine{{Seq: 1, Role: "user", Text: "secret", Start: now, End: now}})
 	cmd := must[store.Command](t, "command")(w.s.CreateCommand(ctx, store.Command{OrgID: w.org.ID, ConversationID: ids[0], Kind: store.CommandNote}))
-	before := must[store.Conversation](t, "delete")(w.s.DeleteConversation(ctx, ids[0], now))
+	before := must[store.Conversation](t, "delete")(w.s.Conversations().Delete(ctx, all, ids[0], now))
 	if before.ToNumber == "" {
 		t.Fatal("DeleteConversation should return the conversation as it was")
 	}
-	_, err = w.s.DeleteConversation(ctx, ids[0], now)
-	wantErr(t, "delete twice", err, store.ErrConflict)
+	_, err = w.s.Conversations().Delete(ctx, all, ids[0], now)
+	wantErr(t, "delete twice", err, store.ErrNotFound)
 	if lines := must[[]store.ConversationLine](t, "lines")(w.s.ListLines(ctx, ids[0], 0, 10)); len(lines) != 0 {
 		t.Fatalf("lines left: %v", lines)
 	}
