@@ -218,6 +218,21 @@ func (q *Queries) ClaimJobs(ctx context.Context, c ClaimJobs) ([]Job, error) {
 	}
 	buryArgs, buryKinds := kindsIn([]any{now, limit})
 	claimArgs, claimKinds := kindsIn([]any{now, until, c.Owner, limit})
+	if !q.inTx {
+		// Look before taking the write lock: an idle worker polling must not contend with the
+		// writers that extend leases and record outcomes (on SQLite a writer waits its turn
+		// by sleeping, so a steady stream of empty claims can starve it).
+		dueArgs, dueKinds := kindsIn([]any{now})
+		var due bool
+		if err := q.get(ctx, "look for due jobs",
+			`SELECT EXISTS (SELECT 1 FROM jobs WHERE ((state = 'queued' AND next_attempt_at <= $1) OR (state = 'running' AND lease_expires_at <= $1))
+				AND `+dueKinds+`)`, dueArgs, func(r rowScanner) error { return r.Scan(&due) }); err != nil {
+			return nil, err
+		}
+		if !due {
+			return nil, nil
+		}
+	}
 	var out []Job
 	err := q.atomic(ctx, func(q *Queries) error {
 		// Bury the jobs whose worker went away during their last attempt.
