@@ -218,30 +218,33 @@ func (q *Queries) ClaimJobs(ctx context.Context, c ClaimJobs) ([]Job, error) {
 	}
 	buryArgs, buryKinds := kindsIn([]any{now, limit})
 	claimArgs, claimKinds := kindsIn([]any{now, until, c.Owner, limit})
+	due, lapsed := true, true
 	if !q.inTx {
 		// Look before taking the write lock: an idle worker polling must not contend with the
 		// writers that extend leases and record outcomes (on SQLite a writer waits its turn
 		// by sleeping, so a steady stream of empty claims can starve it).
-		dueArgs, dueKinds := kindsIn([]any{now})
-		var due bool
+		lookArgs, lookKinds := kindsIn([]any{now})
 		if err := q.get(ctx, "look for due jobs",
-			`SELECT EXISTS (SELECT 1 FROM jobs WHERE ((state = 'queued' AND next_attempt_at <= $1) OR (state = 'running' AND lease_expires_at <= $1))
-				AND `+dueKinds+`)`, dueArgs, func(r rowScanner) error { return r.Scan(&due) }); err != nil {
+			`SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND next_attempt_at <= $1 AND `+lookKinds+`),
+				EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 AND `+lookKinds+`)`,
+			lookArgs, func(r rowScanner) error { return r.Scan(&due, &lapsed) }); err != nil {
 			return nil, err
 		}
-		if !due {
+		if !due && !lapsed {
 			return nil, nil
 		}
 	}
 	var out []Job
 	err := q.atomic(ctx, func(q *Queries) error {
 		// Bury the jobs whose worker went away during their last attempt.
-		if _, err := q.exec(ctx, "bury jobs whose last lease ran out",
-			`UPDATE jobs SET state = 'dead', finished_at = $1, updated_at = $1, lease_expires_at = NULL,
-				last_error = 'lease held by ' || lease_owner || ' ran out on its last attempt (the worker stopped or lost the database)'
-			WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 AND attempts >= max_attempts AND `+buryKinds+`
-				LIMIT $2 `+q.s.d.skipLocked+`)`, buryArgs...); err != nil {
-			return err
+		if lapsed {
+			if _, err := q.exec(ctx, "bury jobs whose last lease ran out",
+				`UPDATE jobs SET state = 'dead', finished_at = $1, updated_at = $1, lease_expires_at = NULL,
+					last_error = 'lease held by ' || lease_owner || ' ran out on its last attempt (the worker stopped or lost the database)'
+				WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= $1 AND attempts >= max_attempts AND `+buryKinds+`
+					LIMIT $2 `+q.s.d.skipLocked+`)`, buryArgs...); err != nil {
+				return err
+			}
 		}
 		var err error
 		out, err = list(ctx, q, "claim jobs",
