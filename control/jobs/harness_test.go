@@ -32,7 +32,7 @@ func engines(t *testing.T, fn func(t *testing.T, open opener)) {
 	})
 }
 
-func openStore(t *testing.T, o store.Options) *store.Store {
+func openStore(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
 	s, err := store.Open(t.Context(), o)
 	if err != nil {
@@ -47,7 +47,7 @@ func openStore(t *testing.T, o store.Options) *store.Store {
 
 // pgSchema creates a schema for t on the server at base, dropped when t ends, and returns a URL
 // whose search_path selects it.
-func pgSchema(t *testing.T, base string) string {
+func pgSchema(t testing.TB, base string) string {
 	t.Helper()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {

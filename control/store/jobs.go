@@ -303,28 +303,26 @@ func (q *Queries) ExtendJobLease(ctx context.Context, l JobLease, now, until tim
 // ErrConflict and its effect rolls back with it. Completing a job already done under the same
 // lease is not an error.
 func (q *Queries) CompleteJob(ctx context.Context, l JobLease, at time.Time) error {
-	now := ts(normTime(at))
-	return q.atomic(ctx, func(q *Queries) error {
-		res, err := q.exec(ctx, "complete job",
-			`UPDATE jobs SET state = 'done', finished_at = $4, updated_at = $4, lease_expires_at = NULL WHERE `+leaseCond,
-			leaseArgs(l, now)...)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return q.s.wrap("complete job", err)
-		} else if n == 1 {
-			return nil
-		}
-		j, err := q.GetJob(ctx, l.ID)
-		if err == nil && j.State == JobDone && j.LeaseOwner == l.Owner && j.Attempts == l.Attempt {
-			return nil
-		}
-		if err != nil && !isNotFound(err) {
-			return err
-		}
-		return lostLease("complete job", l)
-	})
+	// One statement does it; the read after it only tells a repeat from a lost lease.
+	res, err := q.exec(ctx, "complete job",
+		`UPDATE jobs SET state = 'done', finished_at = $4, updated_at = $4, lease_expires_at = NULL WHERE `+leaseCond,
+		leaseArgs(l, ts(normTime(at)))...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return q.s.wrap("complete job", err)
+	} else if n == 1 {
+		return nil
+	}
+	j, err := q.GetJob(ctx, l.ID)
+	if err == nil && j.State == JobDone && j.LeaseOwner == l.Owner && j.Attempts == l.Attempt {
+		return nil
+	}
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	return lostLease("complete job", l)
 }
 
 // FailJob records that the attempt held under l failed with errText: the job is queued again
