@@ -9,18 +9,30 @@ import (
 
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/providers"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 )
 
-// Periods of the worker role's conversation jobs.
+// The worker role's conversation jobs: their kinds on the job queue, how often each runs, and
+// for how long one attempt may run.
 const (
-	dialEvery    = time.Second      // scheduled calls that are due
-	reapEvery    = 30 * time.Second // conversations whose node went away
+	kindDialDue          = "scheduled_calls.dial_due" // scheduled calls that are due
+	kindReapLost         = "conversations.reap_lost"  // conversations whose node went away
+	kindPurgeAttachments = "attachments.purge_unused" // pictures no message used
+	kindPurgeAgents      = "agents.purge_deleted"     // deleted agents past their purge time
+	kindPurgeIdempotency = "idempotency_keys.purge"   // Idempotency-Key answers older than a day
+	kindPurgeJobs        = "jobs.purge"               // finished jobs past their keeping time
+
+	dialEvery    = time.Second
+	reapEvery    = 30 * time.Second
 	reapGrace    = 2 * time.Minute
-	purgeEvery   = time.Hour // pictures no message used
-	workerTimout = 30 * time.Second
+	purgeEvery   = time.Hour
+	jobTimeout   = 30 * time.Second
+	keepDoneJobs = jobs.MaxPeriod // a periodic run's dedupe key must outlive its period
+	keepDeadJobs = 30 * 24 * time.Hour
 )
 
 // conversations is the node's conversation runtime and its workers.
@@ -85,57 +97,61 @@ func (n *Node) conversationAPI(a *api.API) {
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
 }
 
-// runConversationWorkers runs, with the worker role, the jobs of conversations: dialling the
-// scheduled calls that are due, ending the conversations whose node went away, and removing
-// the pictures no message used. Any number of worker nodes may run them at once.
+// runConversationWorkers runs, with the worker role, the jobs of conversations on the job
+// queue: dialling the scheduled calls that are due, ending the conversations whose node went
+// away, and the purges. Each is a periodic kind (jobs.Worker.Every), so any number of worker
+// nodes run each period once between them.
 func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	if n.conv == nil || !n.cfg.Roles.Has(config.RoleWorker) {
 		return
 	}
+	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
+	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID)
 	ctx, cancel := context.WithCancel(ctx)
 	n.conv.cancel = cancel
-	job := func(every time.Duration, name string, fn func(ctx context.Context) error) {
-		n.conv.wg.Add(1)
-		go func() {
-			defer n.conv.wg.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				jctx, cancel := context.WithTimeout(ctx, workerTimout)
-				if err := fn(jctx); err != nil && ctx.Err() == nil {
-					n.log.Warn("worker: job failed", "job", name, "err", err)
-				}
-				cancel()
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
+	n.conv.wg.Go(func() {
+		if err := w.Run(ctx); err != nil {
+			n.log.Error("worker: the job queue cannot run", "err", err)
+		}
+	})
+}
+
+// registerConversationJobs gives w the handlers of the conversation jobs and their periods.
+// The handlers call what the API's workers call; none of them goes through HTTP.
+func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, st *store.Store, nodeID string) {
+	periodic := func(kind string, every time.Duration, attempts int, fn func(ctx context.Context) error) {
+		w.Register(kind, func(ctx context.Context, _ *jobs.Job) error { return fn(ctx) },
+			jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(attempts))
+		w.Every(kind, every)
 	}
-	job(dialEvery, "scheduled calls", func(ctx context.Context) error {
+	// The next second's run supersedes a failed dial or reap; a failed purge is retried.
+	periodic(kindDialDue, dialEvery, 1, func(ctx context.Context) error {
 		for {
-			placed, err := a.DialDueCalls(ctx, n.cfg.NodeID)
+			placed, err := a.DialDueCalls(ctx, nodeID)
 			if err != nil || placed == 0 {
 				return err
 			}
 		}
 	})
-	job(reapEvery, "lost conversations", func(ctx context.Context) error {
-		_, err := n.conv.rt.ReapLost(ctx, reapGrace)
+	periodic(kindReapLost, reapEvery, 1, func(ctx context.Context) error {
+		_, err := rt.ReapLost(ctx, reapGrace)
 		return err
 	})
-	job(purgeEvery, "unused attachments", func(ctx context.Context) error {
+	periodic(kindPurgeAttachments, purgeEvery, 0, func(ctx context.Context) error {
 		_, err := a.PurgeAttachments(ctx)
 		return err
 	})
-	job(purgeEvery, "deleted agents past their purge time", func(ctx context.Context) error {
+	periodic(kindPurgeAgents, purgeEvery, 0, func(ctx context.Context) error {
 		_, err := a.PurgeAgents(ctx, time.Now())
 		return err
 	})
-	job(purgeEvery, "idempotency keys older than a day", func(ctx context.Context) error {
+	periodic(kindPurgeIdempotency, purgeEvery, 0, func(ctx context.Context) error {
 		_, err := a.PurgeIdempotencyKeys(ctx, time.Now())
+		return err
+	})
+	periodic(kindPurgeJobs, purgeEvery, 0, func(ctx context.Context) error {
+		now := time.Now()
+		_, err := st.PurgeJobs(ctx, now.Add(-keepDoneJobs), now.Add(-keepDeadJobs))
 		return err
 	})
 }

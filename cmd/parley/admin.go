@@ -42,6 +42,7 @@ func adminCommand() *command {
 		numbersCommand(),
 		trunksCommand(),
 		agentsCommand(),
+		jobsCommand(),
 		{name: "credit", short: "organization credit", subs: []*command{
 			{name: "add", short: "add credit (--org, --amount in USD, may be negative)", run: adminLeaf(creditAdd)},
 		}},

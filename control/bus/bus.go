@@ -3,9 +3,11 @@
 // (conversation ownership, idempotency locks), atomic counters (concurrent calls) and GCRA
 // rate limits.
 //
-// There are two implementations of one Bus interface, held to one conformance suite
-// (package bustest): Memory, in-process, for a single node with nothing else installed; and
-// Redis, for many nodes (DESIGN.md, "Many nodes"). Open picks one from PARLEY_REDIS_URL.
+// Bus is the embedding of small interfaces (PubSub, Keys, Counters, Limiter), so that a
+// consumer can ask for only the part it uses. There are two implementations of Bus, held to
+// one conformance suite (package bustest): Memory, in-process, for a single node with nothing
+// else installed; and Redis, for many nodes (DESIGN.md, "Many nodes"). Open picks one from
+// PARLEY_REDIS_URL.
 //
 // The bus must never:
 //   - block a publisher on a slow subscriber: each subscription has a bounded buffer, and when
@@ -32,10 +34,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Bus is the small interface for what nodes share. All methods are safe for concurrent use.
-// Keys and channels must not be empty. A ttl is never negative; 0 means no expiry wherever a
-// ttl is accepted. Values are copied: the caller may reuse its slices after a call returns.
+// Bus is everything nodes share: the embedding of the small interfaces below, plus Ping and
+// Close. All methods are safe for concurrent use. Keys and channels must not be empty. A ttl
+// is never negative; 0 means no expiry wherever a ttl is accepted. Values are copied: the
+// caller may reuse its slices after a call returns.
+//
+// A consumer that needs one part takes that part (a job worker takes a PubSub; a rate-limit
+// middleware a Limiter), so that what it touches is visible in its type.
 type Bus interface {
+	PubSub
+	Keys
+	Counters
+	Limiter
+
+	// Ping checks that the bus can be reached (always nil for Memory until Close).
+	Ping(ctx context.Context) error
+	// Close ends every subscription (closing their Messages channels), stops the bus's
+	// goroutines and releases connections. It is safe to call more than once; later calls
+	// return nil, and other methods then return an error wrapping ErrClosed.
+	Close() error
+}
+
+// PubSub is fire-and-forget publish/subscribe (see the package comment).
+type PubSub interface {
 	// Publish sends payload to every current subscription of channel. It does not wait for
 	// subscribers to read, and succeeds when nobody listens.
 	Publish(ctx context.Context, channel string, payload []byte) error
@@ -43,7 +64,10 @@ type Bus interface {
 	// so a Publish that starts after it returns is received. ctx bounds only the subscribing;
 	// the subscription lives until its Close or the Bus's Close.
 	Subscribe(ctx context.Context, channels ...string) (Subscription, error)
+}
 
+// Keys are values with an optional time to live: ownership records and locks.
+type Keys interface {
 	// SetNX sets key to value only if no live key exists; it reports whether it did.
 	SetNX(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
 	// Set sets key to value, replacing any value and any previous ttl.
@@ -58,23 +82,22 @@ type Bus interface {
 	// Refresh sets key's ttl only if it holds value (extending a lock only if still ours) and
 	// reports whether it did.
 	Refresh(ctx context.Context, key string, value []byte, ttl time.Duration) (bool, error)
+}
 
+// Counters are atomic integers (concurrent calls).
+type Counters interface {
 	// IncrBy adds delta to the integer at key (a missing key counts as 0) and returns the new
 	// value. A ttl > 0 is set on every call; ttl 0 leaves the key's ttl as it was. Keys are
 	// shared with Set/Get: the value is stored as base-10 text, and IncrBy on text that is not
 	// an integer returns an error wrapping ErrNotInteger.
 	IncrBy(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error)
+}
 
+// Limiter is GCRA rate limiting.
+type Limiter interface {
 	// Allow takes one cell from the GCRA bucket at key under l (see Limit). Rate limit state
 	// lives apart from the keys of Set/Get, so the same key string may be used in both.
 	Allow(ctx context.Context, key string, l Limit) (Decision, error)
-
-	// Ping checks that the bus can be reached (always nil for Memory until Close).
-	Ping(ctx context.Context) error
-	// Close ends every subscription (closing their Messages channels), stops the bus's
-	// goroutines and releases connections. It is safe to call more than once; later calls
-	// return nil, and other methods then return an error wrapping ErrClosed.
-	Close() error
 }
 
 // Subscription receives the messages of the channels it was opened on.
@@ -98,6 +121,11 @@ type Message struct {
 var (
 	_ Bus = (*Memory)(nil)
 	_ Bus = (*Redis)(nil)
+	// Each part on its own is what narrow consumers hold.
+	_ PubSub   = Bus(nil)
+	_ Keys     = Bus(nil)
+	_ Counters = Bus(nil)
+	_ Limiter  = Bus(nil)
 )
 
 // Open returns the bus named by rawURL (PARLEY_REDIS_URL): "" gives the in-process Memory bus;

@@ -17,6 +17,11 @@ type Tx struct {
 	tx *sql.Tx
 }
 
+// SQL returns the transaction's database/sql handle, for a write that has no repository method
+// but must commit with one (a job handler's own table written with CompleteJob, in tests).
+// Repository code never uses it.
+func (tx *Tx) SQL() *sql.Tx { return tx.tx }
+
 // txAttempts bounds how often Tx runs fn when the engine asks to retry.
 const txAttempts = 5
 

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Agents", testAgents},
 		{"Conversations", testConversations},
 	}
+	tests = append(tests, jobsTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
