@@ -67,6 +67,9 @@ type Options struct {
 	// for room, so a longer queue only holds memory: the rest of a reply waits in the TTS
 	// stream.
 	PacerQueue int
+	// Clock paces the agent's audio out, shared with the other calls (no goroutine or timer per
+	// call). Nil: media.SharedClock().
+	Clock *media.Clock
 }
 
 // Conversation is one live conversation, voice or text. Its state is owned by one goroutine
@@ -284,7 +287,7 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	}
 	c.sttS = s
 	c.sttEvCh = s.Events()
-	c.out = newOutput(c, port, c.opts.PacerQueue)
+	c.out = newOutput(c, port, c.opts.PacerQueue, c.opts.Clock)
 	c.spk = newSpeaker(c)
 	c.wg.Add(1)
 	go c.spk.run()
