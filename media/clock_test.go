@@ -1,8 +1,10 @@
 package media
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -204,4 +206,103 @@ func BenchmarkClockTick(b *testing.B) {
 			b.StartTimer()
 		}
 	}
+}
+
+// BenchmarkPacing200 plays 200 streams of 20 ms frames in real time for one second per op, each
+// frame going to a sink that does a G.711-sized piece of work (µ-law encoding of 160 samples),
+// paced either by a goroutine and a timer per stream (Pacer.Run, as calls were paced before) or
+// by one shared Clock. cores/stream is the process's CPU time (user and system) per stream per
+// second; ctxsw/s/stream the context switches. The streams are all playing: it is the cost of
+// pacing while agents talk.
+func BenchmarkPacing200(b *testing.B) {
+	const streams = 200
+	for _, mode := range []string{"goroutine-per-stream", "shared-clock"} {
+		b.Run(mode, func(b *testing.B) {
+			var sink atomic.Uint64
+			var f Frame
+			f.Init(8000)
+			for i := range f.Samples[:f.N] {
+				f.Samples[i] = int16(i * 97)
+			}
+			work := func(fr *Frame) {
+				var x uint64
+				for _, v := range fr.PCM() {
+					x += uint64(linearToMulawForBench(v))
+				}
+				sink.Add(x)
+			}
+			clock := NewClock(ClockOptions{})
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var pacers []*Pacer
+			for range streams {
+				p, err := NewPacer(PacerOptions{Sink: work, Rate: 8000, Queue: 3000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pacers = append(pacers, p)
+				if mode == "shared-clock" {
+					defer clock.Add(p)()
+				} else {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_ = p.Run(ctx)
+					}()
+				}
+			}
+			defer func() { cancel(); wg.Wait() }()
+			fill := func() {
+				for _, p := range pacers {
+					for p.Pending() < 30*time.Second {
+						p.Enqueue(&f)
+					}
+				}
+			}
+			fill()
+			sentAll := func() (n uint64) {
+				for _, p := range pacers {
+					n += p.Stats().Sent
+				}
+				return n
+			}
+			var cpu time.Duration
+			var ctxsw int64
+			var window time.Duration
+			var sent uint64
+			for b.Loop() {
+				fill()
+				s0 := sentAll()
+				var r0, r1 syscall.Rusage
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+				t0 := time.Now()
+				time.Sleep(time.Second) // measuring a fixed window of real-time pacing
+				window += time.Since(t0)
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+				cpu += time.Duration(r1.Utime.Nano() - r0.Utime.Nano() + r1.Stime.Nano() - r0.Stime.Nano())
+				ctxsw += r1.Nvcsw - r0.Nvcsw + r1.Nivcsw - r0.Nivcsw
+				sent += sentAll() - s0
+			}
+			perStream := window.Seconds() * streams
+			b.ReportMetric(cpu.Seconds()/perStream, "cores/stream")
+			b.ReportMetric(float64(ctxsw)/perStream, "ctxsw/s/stream")
+			b.ReportMetric(float64(sent)/perStream, "frames/s/stream")
+		})
+	}
+}
+
+// linearToMulawForBench is a µ-law encoder (G.711 §2) for BenchmarkPacing200's sink work
+// (media must not import codec's tests; the work only has to be of the right size).
+func linearToMulawForBench(s int16) byte {
+	v := int(s)
+	sign := 0
+	if v < 0 {
+		v, sign = -v, 0x80
+	}
+	v = min(v, 32635) + 0x84
+	exp := 7
+	for mask := 0x4000; v&mask == 0 && exp > 0; mask >>= 1 {
+		exp--
+	}
+	return ^byte(sign | exp<<4 | (v>>(exp+3))&0x0F)
 }
