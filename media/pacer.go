@@ -69,7 +69,9 @@ var ErrPacerRunning = errors.New("media: pacer is already running")
 //
 // The queue is a fixed ring of samples: enqueueing never blocks, never grows the queue and
 // never allocates; when it is full, Enqueue refuses and the producer must slow down. All
-// methods are safe for concurrent use; Run must be running for the schedule to advance.
+// methods are safe for concurrent use. The schedule advances either on a goroutine of its own
+// (Run, with a timer per pacer) or on a shared Clock the pacer is added to (clock.Add(pacer):
+// the clock calls Tick every 20 ms, and the pacer needs no goroutine), never both.
 type Pacer struct {
 	mu       sync.Mutex
 	sink     func(*Frame)
@@ -208,11 +210,27 @@ func (p *Pacer) Run(ctx context.Context) error {
 	}
 }
 
-// tick sends every frame that is due.
-func (p *Pacer) tick() {
-	now := p.now()
+// Tick sends every frame that is due at now: a shared Clock calls it (see ClockTicker). An idle
+// pacer returns at once.
+func (p *Pacer) Tick(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.active && !now.Before(p.next) {
+		p.tickLocked(now)
+	}
+}
+
+// tick sends every frame that is due (Run's timer).
+func (p *Pacer) tick() { p.tickAt(p.now()) }
+
+// tickAt sends every frame that is due at now.
+func (p *Pacer) tickAt(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tickLocked(now)
+}
+
+func (p *Pacer) tickLocked(now time.Time) {
 	p.st.Ticks++
 	for p.active && !now.Before(p.next) {
 		if now.Sub(p.next) > p.maxLag {

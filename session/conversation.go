@@ -67,6 +67,9 @@ type Options struct {
 	// for room, so a longer queue only holds memory: the rest of a reply waits in the TTS
 	// stream.
 	PacerQueue int
+	// Clock paces the agent's audio out, shared with the other calls (no goroutine or timer per
+	// call). Nil: media.SharedClock().
+	Clock *media.Clock
 }
 
 // Conversation is one live conversation, voice or text. Its state is owned by one goroutine
@@ -149,6 +152,7 @@ type Conversation struct {
 	toolsRunning int
 	fillerIdx    int
 	turns        []TurnMetrics
+	turnListed   bool // cur is in turns already
 	takeover     *Takeover
 	lastTurnEnd  time.Time
 
@@ -283,7 +287,7 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	}
 	c.sttS = s
 	c.sttEvCh = s.Events()
-	c.out = newOutput(c, port, c.opts.PacerQueue)
+	c.out = newOutput(c, port, c.opts.PacerQueue, c.opts.Clock)
 	c.spk = newSpeaker(c)
 	c.wg.Add(1)
 	go c.spk.run()
@@ -703,8 +707,9 @@ func (c *Conversation) bargeIn() {
 	c.setState(StateUserSpeaking)
 }
 
-// reopenTurn starts a fresh caller turn.
+// reopenTurn starts a fresh caller turn; the one whose reply was dropped stays listed.
 func (c *Conversation) reopenTurn() {
+	c.listTurn(true)
 	c.interim = ""
 	c.cur = TurnMetrics{}
 }
@@ -738,7 +743,9 @@ func (c *Conversation) endTurn(how string) {
 	}
 	now := time.Now()
 	c.finals, c.interim = nil, ""
+	c.listTurn(c.respActive) // a reply still being prepared gives way to this turn
 	c.turnN++
+	c.turnListed = false
 	// A fresh record for this turn; only the recognizer's final (heard during this turn) is kept.
 	c.cur = TurnMetrics{STTFinal: c.cur.STTFinal, SpeechEnd: c.cur.SpeechEnd}
 	if c.cur.STTFinal.Before(c.lastTurnEnd) {
@@ -986,6 +993,7 @@ func (c *Conversation) onSpeaker(ev spkEvent) {
 
 func (c *Conversation) completeTurnMetrics() {
 	m := c.cur
+	c.turnListed = true
 	c.mu.Lock()
 	c.turns = append(c.turns, m)
 	c.mu.Unlock()
@@ -993,6 +1001,18 @@ func (c *Conversation) completeTurnMetrics() {
 	if c.sink != nil {
 		c.sink.TurnCompleted(m)
 	}
+}
+
+// listTurn lists the current turn's metrics if it ends before its first audio out (the caller
+// barged in or spoke again while the reply was being prepared, or the call ended): every turn is
+// listed, the stages it never reached left empty, as the API documents. interrupted marks a
+// reply the caller cut off.
+func (c *Conversation) listTurn(interrupted bool) {
+	if c.cur.Turn == 0 || c.cur.Turn != c.turnN || c.turnListed {
+		return
+	}
+	c.cur.Interrupted = interrupted
+	c.completeTurnMetrics()
 }
 
 func (c *Conversation) findUtt(id int) *utterance {
@@ -1138,15 +1158,24 @@ func (c *Conversation) finish(reason EndReason, hangup bool) {
 		return
 	}
 	c.pushOK.Store(false)
+	c.listTurn(c.respActive || len(c.utts) > 0)
 	c.cancelResponse()
 	for _, u := range c.utts {
 		if u.cmd != nil {
 			u.cmd.reply(CommandResult{Status: CommandFailed, Reason: "the conversation ended"})
+			u.cmd = nil
 		}
 	}
 	c.spk.close()
 	c.out.close()
 	c.setState(StateEnded)
+	// A reply cut off by the end (the caller hung up mid-sentence) is recorded with the part the
+	// caller heard, as barge-in records it. The state is already ended, so finishing the
+	// utterances moves it nowhere.
+	sent := c.out.sentFrames()
+	for _, u := range append([]*utterance(nil), c.utts...) {
+		c.utteranceFinished(u, !u.complete || !u.allQueued || sent < u.endFrame)
+	}
 	c.mu.Lock()
 	c.endReason = reason
 	c.mu.Unlock()

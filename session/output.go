@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,8 +24,7 @@ type output struct {
 	watchMu sync.Mutex
 	watches [8]firstWatch
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	detach func() // takes the pacer off the shared clock
 	once   sync.Once
 }
 
@@ -35,23 +33,24 @@ type firstWatch struct {
 	at  int64 // sample index of the utterance's first sample
 }
 
-func newOutput(c *Conversation, port AudioPort, queueFrames int) *output {
-	o := &output{c: c, port: port, done: make(chan struct{})}
+// newOutput paces the agent's audio on clock (nil: the process's shared media clock): the
+// first frame of new audio goes out at once, the next ones at the clock's 20 ms ticks.
+func newOutput(c *Conversation, port AudioPort, queueFrames int, clock *media.Clock) *output {
+	o := &output{c: c, port: port}
 	p, err := media.NewPacer(media.PacerOptions{Sink: o.sink, Rate: media.PipelineRate, Queue: queueFrames})
 	if err != nil {
 		panic(err) // options are fixed and valid
 	}
 	o.pacer = p
-	ctx, cancel := context.WithCancel(context.Background())
-	o.cancel = cancel
-	go func() {
-		defer close(o.done)
-		_ = p.Run(ctx)
-	}()
+	if clock == nil {
+		clock = media.SharedClock()
+	}
+	o.detach = clock.Add(p)
 	return o
 }
 
-// sink runs on the pacer's goroutine with the pacer locked: count, report, hand to the port.
+// sink runs with the pacer locked, on the clock's goroutine (or the writer's, for the first
+// frame of new audio): count, report, hand to the port.
 func (o *output) sink(f *media.Frame) {
 	before := o.sent.Load()
 	after := o.sent.Add(int64(f.N))
@@ -165,9 +164,11 @@ func (o *output) watchPlayed(end int64) {
 	}
 }
 
+// close stops the output: once it returns, nothing more reaches the port (queued audio is
+// dropped; a tick already under way has finished, since Flush waits for the pacer's lock).
 func (o *output) close() {
 	o.once.Do(func() {
-		o.cancel()
-		<-o.done
+		o.detach()
+		o.pacer.Flush()
 	})
 }

@@ -100,6 +100,7 @@ func (c *Conversation) onText(text string) {
 		return
 	}
 	if c.state == StateAgentSpeaking || c.state == StateThinking {
+		c.listTurn(true)
 		c.cancelResponse()
 		c.stopSpeaking(true)
 	}

@@ -1,7 +1,6 @@
 package webrtc
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -56,12 +55,13 @@ type audioReceiverStats struct {
 // centred on their slots. The browser's packets and the frames therefore share one goroutine
 // wake-up per 20 ms, and a jitter buffer between them still absorbs bursts and reordering. When
 // nothing arrives (Opus DTX during the caller's silences, loss) the service's playoutClock
-// nudges the fallback goroutine (playout), which produces the overdue frames: the engine keeps
-// getting silence, not a hole, so endpointing hears the caller stop.
+// produces the overdue frames itself (catchUp, on the clock's goroutine): the engine keeps
+// getting silence, not a hole, so endpointing hears the caller stop. A call has no playout
+// goroutine or timer of its own.
 //
-// A mutex held for the buffer work and delivery (no I/O) serializes the two goroutines; deliver
-// must not block and must not call back into the receiver. Nothing allocates per packet or
-// frame.
+// A mutex held for the buffer work and delivery (no I/O) serializes the reader and the clock;
+// deliver must not block and must not call back into the receiver. Nothing allocates per packet
+// or frame.
 type audioReceiver struct {
 	mu       sync.Mutex
 	rx       *media.RTPReceiver
@@ -76,9 +76,8 @@ type audioReceiver struct {
 	closed   bool
 	closeErr error
 
-	due         atomic.Int64  // next + playoutLate once started, for the clock's lock-free check
-	kick        chan struct{} // the playout clock's nudge
-	lastRTP     atomic.Int64  // arrival of the last packet on the media clock; 0 before any
+	due         atomic.Int64 // next + playoutLate once started, for the clock's lock-free check
+	lastRTP     atomic.Int64 // arrival of the last packet on the media clock; 0 before any
 	packets     atomic.Uint64
 	frames      atomic.Uint64
 	clockFrames atomic.Uint64
@@ -107,7 +106,7 @@ func newAudioReceiverClock(c Codec, pt uint8, deliver func(*media.Frame), now fu
 	if err != nil {
 		return nil, err
 	}
-	r := &audioReceiver{rx: rx, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now, kick: make(chan struct{}, 1)}
+	r := &audioReceiver{rx: rx, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now}
 	r.due.Store(math.MaxInt64)
 	return r, nil
 }
@@ -204,14 +203,6 @@ func (r *audioReceiver) playLocked() {
 // overdue reports whether the next frame is overdue at now by playoutLate (lock-free).
 func (r *audioReceiver) overdue(now time.Duration) bool { return int64(now) >= r.due.Load() }
 
-// nudge wakes the fallback goroutine (never waits).
-func (r *audioReceiver) nudge() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
-}
-
 // LastPacket returns when the last packet arrived (zero before any).
 func (r *audioReceiver) LastPacket() time.Time {
 	at := r.lastRTP.Load()
@@ -267,19 +258,6 @@ func (r *audioReceiver) readRTCP(src rtpReader) {
 		r.mu.Lock()
 		senderReports(buf[:n], func(ssrc uint32, ntp uint64) { r.stats.noteSR(ssrc, ntp, at) })
 		r.mu.Unlock()
-	}
-}
-
-// playout is the fallback goroutine: it produces the frames the playout clock finds overdue,
-// until ctx ends.
-func (r *audioReceiver) playout(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.kick:
-			r.catchUp(r.now())
-		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package webrtc
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -127,8 +126,7 @@ func TestAudioReceiverDecodes(t *testing.T) {
 }
 
 // playoutRun simulates one (PCMU) receive path until the last packet: packets arrive at the given times
-// (< 0: never), the service's playout clock ticks every 20 ms at phase, and the fallback
-// goroutine runs at once when nudged. It returns the receiver's stats and its RTP receiver's.
+// (< 0: never) and the service's playout clock ticks every 20 ms at phase. It returns the receiver's stats and its RTP receiver's.
 func playoutRun(t *testing.T, pkts []rtp.Packet, arrive []time.Duration, phase time.Duration) (audioReceiverStats, media.RTPReceiverStats) {
 	t.Helper()
 	var now time.Duration
@@ -282,8 +280,9 @@ func TestAudioReceiverPlayout(t *testing.T) {
 	}
 }
 
-// The fallback goroutine produces a frame when the clock nudges it, and stops with its context.
-func TestAudioReceiverFallbackGoroutine(t *testing.T) {
+// The playout clock produces an overdue frame itself, on its own goroutine; a receiver taken
+// off the clock gets no more.
+func TestAudioReceiverPlayoutClock(t *testing.T) {
 	var now atomic.Int64
 	frames := make(chan struct{}, 10)
 	r, err := newAudioReceiverClock(CodecOpus, 111, func(*media.Frame) { frames <- struct{}{} },
@@ -298,44 +297,28 @@ func TestAudioReceiverFallbackGoroutine(t *testing.T) {
 	<-frames
 	c := newPlayoutClock()
 	remove := c.add(r)
-	defer remove()
 	if c.len() != 1 {
 		t.Fatalf("%d receivers on the clock", c.len())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.playout(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done }) // never leak it, even when the test fails early
 	due := time.Second + media.FrameDuration + playoutLate
 	c.tick(due - time.Millisecond)
-	if len(r.kick) != 0 {
-		t.Fatal("nudged before the frame was overdue")
+	if len(frames) != 0 {
+		t.Fatal("a frame before it was overdue")
 	}
 	now.Store(int64(due))
 	c.tick(due)
-	select {
-	case <-frames:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the nudged fallback produced no frame")
+	if len(frames) != 1 || r.Stats().ClockFrames != 1 {
+		t.Fatalf("%d frames delivered by the tick, stats %+v", len(frames), r.Stats())
 	}
-	// The frame reaches the sink inside catchUp, just before the clock's count is raised: wait
-	// for the count rather than read it at once.
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Stats().ClockFrames != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%+v", r.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+	<-frames
 	remove()
 	remove()
 	if c.len() != 0 {
 		t.Fatalf("%d receivers on the clock after remove", c.len())
+	}
+	c.tick(due + time.Second)
+	if len(frames) != 0 {
+		t.Fatal("a receiver off the clock got a frame")
 	}
 }
 

@@ -24,7 +24,7 @@ type audioSenderOptions struct {
 	// resampling, SILK wideband, the cheapest) or 48000 (resampled up first). The RTP clock is
 	// 48 kHz either way (RFC 7587 §4.1). Zero means 16000.
 	OpusRate int
-	// OpusComplexity is the encoder's complexity, 1–10; zero is the codec's default (5).
+	// OpusComplexity is the encoder's complexity, 1–10; zero is DefaultOpusComplexity.
 	OpusComplexity int
 	// Forward, when set, also gets each packet sent (SFU listeners of the same audio); it must
 	// not keep the packet.
@@ -118,6 +118,9 @@ func newAudioSender(o audioSenderOptions) (*audioSender, error) {
 		bitrate := o.OpusBitrate
 		if bitrate == 0 {
 			bitrate = 32000
+		}
+		if o.OpusComplexity == 0 {
+			o.OpusComplexity = DefaultOpusComplexity
 		}
 		rate = o.OpusRate
 		if rate == 0 {

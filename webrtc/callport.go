@@ -14,8 +14,8 @@ type callPort struct {
 	started bool // the conversation was started; guarded by p.goMu
 }
 
-// SendFrame encodes and sends one 20 ms frame (the engine's pacer goroutine). It never waits on
-// anything but a UDP write.
+// SendFrame encodes and sends one 20 ms frame (from the engine's pacer, on the shared media
+// clock's goroutine). It never waits on anything but a UDP write.
 func (c *callPort) SendFrame(f *media.Frame) {
 	if s := c.p.sender.Load(); s != nil {
 		_ = s.Write(f)

@@ -3,9 +3,11 @@ package webrtc
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -158,41 +160,8 @@ func BenchmarkCallCPU(b *testing.B) {
 		b.Fatalf("-callcpu.calls=%d -callcpu.audio=%q: want a positive count and both, in or out", calls, audio)
 	}
 	const window = 4 * time.Second
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPageRunner$", "-test.v")
-	cmd.Env = append(os.Environ(), "PARLEY_PAGE_RUNNER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
-	next := func(prefix string) string {
-		for lines.Scan() {
-			if v, ok := strings.CutPrefix(lines.Text(), prefix); ok {
-				return v
-			}
-		}
-		b.Fatalf("the page runner ended before %q", prefix)
-		return ""
-	}
-	urls := strings.Fields(next("VENDORS "))
-	if len(urls) != 3 {
-		b.Fatalf("vendors %v", urls)
-	}
-	e := rigtest.EngineAt(b, urls[0], urls[1], urls[2])
-	// The production heartbeat and grace period: the test rig's fast heartbeat would add
-	// signalling traffic that live calls do not have.
+	pr := startPageRunner(b)
+	e := pr.engine
 	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod, OpusComplexity: *callCPUOpus})
 	// The fake voice speaks (espeak-ng; a tone of 40 ms per character without it) 60 sentences
 	// of about 2.5 s: more than any sensible -benchtime asks for.
@@ -208,10 +177,10 @@ func BenchmarkCallCPU(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		fmt.Fprintf(stdin, "JOIN %s %s %s\n", wc.URL, wc.Token, audio)
+		pr.send("JOIN %s %s %s", wc.URL, wc.Token, audio)
 	}
 	for i := 0; i < calls; i++ {
-		next("READY")
+		pr.next("READY")
 	}
 	// flow counts the engine's frames encoded (packets sent and Opus DTX frames not sent), the
 	// packets sent, the packets received and the frames played to the engine, over all calls.
@@ -276,20 +245,126 @@ func BenchmarkCallCPU(b *testing.B) {
 	s.Close() // before the pages and the fake providers go away
 }
 
-// TestPageRunner is BenchmarkCallCPU's child process: it serves the fake providers (printing
-// "VENDORS dg chat el"), joins each call given on standard input ("JOIN url token audio") as a
-// page that sends a quiet 1 kHz tone (unless audio is "out"), prints "READY" once connected and,
-// unless audio is "in", hearing its agent (speech or the fake's tone), and leaves when its
-// standard input closes.
+// pageRunner is the child process of the benchmarks that run real calls (TestPageRunner): the
+// pages and the fake providers run there, so their CPU is not counted in this process.
+type pageRunner struct {
+	tb     testing.TB
+	stdin  io.Writer
+	lines  *bufio.Scanner
+	engine *rigtest.Engine // this process's engine, talking to the runner's fake providers
+}
+
+// startPageRunner starts the child process and builds the engine that uses its fakes; the
+// child ends with the benchmark.
+func startPageRunner(b *testing.B) *pageRunner {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPageRunner$", "-test.v")
+	cmd.Env = append(os.Environ(), "PARLEY_PAGE_RUNNER=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	pr := &pageRunner{tb: b, stdin: stdin, lines: bufio.NewScanner(stdout)}
+	urls := strings.Fields(pr.next("VENDORS "))
+	if len(urls) != 3 {
+		b.Fatalf("vendors %v", urls)
+	}
+	pr.engine = rigtest.EngineAt(b, urls[0], urls[1], urls[2])
+	return pr
+}
+
+// send gives the runner one command line.
+func (pr *pageRunner) send(format string, args ...any) {
+	fmt.Fprintf(pr.stdin, format+"\n", args...)
+}
+
+// next returns the rest of the runner's next output line that starts with prefix.
+func (pr *pageRunner) next(prefix string) string {
+	for pr.lines.Scan() {
+		if v, ok := strings.CutPrefix(pr.lines.Text(), prefix); ok {
+			return v
+		}
+	}
+	pr.tb.Fatalf("the page runner ended before %q", prefix)
+	return ""
+}
+
+// BenchmarkCallSetup is the CPU a web call costs this process to set up and tear down, apart
+// from its media: one op is one call, placed (POST-free: the service's CreateWebCall), joined by
+// a page (signalling WebSocket, ICE, DTLS, SCTP data channel, the engine's start with its STT
+// connection), connected, hung up by the page at once and torn down. The page sends no audio and
+// the agent has no greeting, so almost no media flows. cpu-ms/call is the process's CPU time
+// (user and system) per call; a call of T seconds then costs its mid-call cores plus
+// cpu-ms/call / T.
+func BenchmarkCallSetup(b *testing.B) {
+	pr := startPageRunner(b)
+	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod})
+	agent := session.Agent{SystemPrompt: "x"}
+	// One call first, so that one-time costs (first handshakes, pools, the runner's warm-up) are
+	// not counted.
+	call := func(i int) {
+		id := "setup-" + strconv.Itoa(i)
+		wc, err := s.CreateWebCall(context.Background(), WebCallRequest{ConversationID: id, Start: pr.engine.Start(id, agent)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pr.send("JOIN %s %s none", wc.URL, wc.Token)
+		pr.next("READY")
+		pr.send("LEAVE")
+		waitFor(b, 10*time.Second, "the call's teardown", func() bool { return s.ActiveCalls() == 0 })
+	}
+	call(0)
+	var cpu time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		c0 := processCPU()
+		call(n)
+		cpu += processCPU() - c0
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "cpu-ms/call")
+	s.Close()
+}
+
+// TestPageRunner is the child process of BenchmarkCallCPU and BenchmarkCallSetup: it serves the
+// fake providers (printing "VENDORS dg chat el"), joins each call given on standard input
+// ("JOIN url token audio") as a page that sends a quiet 1 kHz tone (unless audio is "out" or
+// "none"), prints "READY" once connected and, when audio is "out" or "both", hearing its agent
+// (speech or the fake's tone); "LEAVE" hangs up the oldest page still in its call. It leaves
+// when its standard input closes.
 func TestPageRunner(t *testing.T) {
 	if os.Getenv("PARLEY_PAGE_RUNNER") == "" {
-		t.Skip("only runs as BenchmarkCallCPU's child process")
+		t.Skip("only runs as the call benchmarks' child process")
 	}
 	v := rigtest.StartVendors(t, engineOptions{Speech: true})
 	fmt.Printf("VENDORS %s %s %s\n", v.DGURL, v.ChatURL, v.ELURL)
 	in := bufio.NewScanner(os.Stdin)
+	var live []*webrtctest.Client
 	for in.Scan() {
 		f := strings.Fields(in.Text())
+		if len(f) == 1 && f[0] == "LEAVE" && len(live) > 0 {
+			c := live[0]
+			live = live[1:]
+			c.SendRaw(json.RawMessage(`{"type":"hangup"}`)) // on the socket: it is not lost in the close
+			go func() {
+				for deadline := time.Now().Add(5 * time.Second); c.Ended() == "" && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond) // polls until the service says the call ended
+				}
+				c.Close()
+			}()
+			continue
+		}
 		if len(f) != 4 || f[0] != "JOIN" {
 			continue
 		}
@@ -303,7 +378,8 @@ func TestPageRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if f[3] != "out" {
+		live = append(live, c)
+		if f[3] == "in" || f[3] == "both" {
 			c.SendTone(1000, -55)
 		}
 		go func(listen bool) {
@@ -311,7 +387,7 @@ func TestPageRunner(t *testing.T) {
 				time.Sleep(20 * time.Millisecond) // polls the page's audio until the agent is heard
 			}
 			fmt.Println("READY")
-		}(f[3] != "in")
+		}(f[3] == "out" || f[3] == "both")
 	}
 }
 

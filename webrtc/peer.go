@@ -515,8 +515,8 @@ func (p *peer) startConversation() {
 	p.convCh <- conv
 }
 
-// onTrack starts the receive path of a page's microphone: its reader, its fallback playout
-// goroutine (registered with the service's playout clock) and its RTCP reader.
+// onTrack starts the receive path of a page's microphone: its reader and its RTCP reader, and
+// it registers it with the service's playout clock until the peer ends.
 func (p *peer) onTrack(track *pion.TrackRemote, recv *pion.RTPReceiver) {
 	r := p.newReceiver(track)
 	if r == nil {
@@ -525,11 +525,7 @@ func (p *peer) onTrack(track *pion.TrackRemote, recv *pion.RTPReceiver) {
 	}
 	p.spawn(func() { r.readRTCP(recv) })
 	p.spawn(func() { r.readLoop(track) })
-	p.spawn(func() {
-		remove := p.svc.playout.add(r)
-		defer remove()
-		r.playout(p.ctx)
-	})
+	context.AfterFunc(p.ctx, p.svc.playout.add(r))
 }
 
 // newReceiver returns the receive path for track, or nil when the page's audio is not wanted
@@ -570,7 +566,8 @@ func (p *peer) newReceiver(track *pion.TrackRemote) *audioReceiver {
 	return r
 }
 
-// deliverCaller hands the caller's 16 kHz frames to the engine (playout goroutine).
+// deliverCaller hands the caller's 16 kHz frames to the engine (the track's reader, or the
+// playout clock).
 func (p *peer) deliverCaller(f *media.Frame) {
 	if conv := p.conv.Load(); conv != nil {
 		conv.PushFrame(f)

@@ -19,9 +19,10 @@ func monoNow() time.Duration { return time.Since(monoEpoch) }
 // playoutClock is the service's one fallback clock for every receive path. While a page sends
 // audio, the arrival of each packet drives its call's playout (see audioReceiver), so a call
 // costs no timer wake-up of its own; when a page goes quiet (Opus DTX in its silences, loss, a
-// late packet), every 20 ms the clock nudges the receivers whose next frame is overdue and
-// their fallback goroutine produces it. The clock only runs while receivers are registered,
-// and a tick only reads one atomic per receiver.
+// late packet), every 20 ms the clock produces the overdue frames of those receivers itself, on
+// its own goroutine: no goroutine per call waits to be woken for it. The clock only runs while
+// receivers are registered; a tick reads one atomic per receiver and works only for the overdue
+// ones (a concealed or DTX frame: a decode and the engine's frame path, some microseconds).
 type playoutClock struct {
 	period time.Duration
 	now    func() time.Duration
@@ -29,6 +30,8 @@ type playoutClock struct {
 	mu      sync.Mutex
 	rx      []*audioReceiver
 	changed chan struct{} // the set went from empty to not, or back
+
+	due []*audioReceiver // tick's scratch: the receivers overdue at this tick
 }
 
 func newPlayoutClock() *playoutClock {
@@ -72,15 +75,22 @@ func (c *playoutClock) len() int {
 	return len(c.rx)
 }
 
-// tick nudges every receiver whose next frame is overdue at now.
+// tick produces the overdue frames of every receiver whose next frame is overdue at now. The
+// receivers are taken under the lock and served after it, so that registering a call never
+// waits for a tick's decoding. Only one goroutine ticks (run, or a test).
 func (c *playoutClock) tick(now time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, r := range c.rx {
 		if r.overdue(now) {
-			r.nudge()
+			c.due = append(c.due, r)
 		}
 	}
+	c.mu.Unlock()
+	for i, r := range c.due {
+		r.catchUp(now)
+		c.due[i] = nil
+	}
+	c.due = c.due[:0]
 }
 
 // run ticks every period while receivers are registered, until ctx ends.

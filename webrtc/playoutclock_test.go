@@ -2,29 +2,38 @@ package webrtc
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/parley-voice/parley/media"
+	"github.com/pion/rtp"
 )
 
-// newIdleReceiver returns a receiver whose next frame is due at due (plus playoutLate).
-func newIdleReceiver(t *testing.T, due time.Duration) *audioReceiver {
+// newIdleReceiver returns a receiver that has had one packet, at 0, and whose next frame is due
+// at due (plus playoutLate); it counts the frames it delivers.
+func newIdleReceiver(t *testing.T, due time.Duration) (*audioReceiver, *atomic.Int64) {
 	t.Helper()
-	r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) {}, func() time.Duration { return 0 })
+	var n atomic.Int64
+	r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) { n.Add(1) }, func() time.Duration { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	r.Push(&rtp.Packet{Header: rtp.Header{Version: 2}, Payload: make([]byte, 160)}, 0)
+	r.mu.Lock()
+	r.next = due
+	r.mu.Unlock()
 	r.due.Store(int64(due + playoutLate))
-	return r
+	return r, &n
 }
 
-func TestPlayoutClockNudgesOverdueReceivers(t *testing.T) {
+func TestPlayoutClockServesOverdueReceivers(t *testing.T) {
 	c := newPlayoutClock()
-	early := newIdleReceiver(t, 100*time.Millisecond)
-	late := newIdleReceiver(t, 200*time.Millisecond)
-	never, err := newAudioReceiver(CodecPCMU, 0, func(*media.Frame) {}) // no packet yet
+	early, nEarly := newIdleReceiver(t, 100*time.Millisecond)
+	late, nLate := newIdleReceiver(t, 200*time.Millisecond)
+	var nNever atomic.Int64
+	never, err := newAudioReceiver(CodecPCMU, 0, func(*media.Frame) { nNever.Add(1) }) // no packet yet
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,22 +42,24 @@ func TestPlayoutClockNudgesOverdueReceivers(t *testing.T) {
 		defer c.add(r)()
 	}
 	for _, tc := range []struct {
-		now               time.Duration
-		early, late, none bool
+		now         time.Duration
+		early, late int64
 	}{
 		{now: 105 * time.Millisecond},
-		{now: 110 * time.Millisecond, early: true},
-		{now: 300 * time.Millisecond, early: true, late: true},
+		{now: 110 * time.Millisecond, early: 1},
+		{now: 130 * time.Millisecond, early: 2},
+		// Far behind (the clock was held up): one frame each now, not a burst.
+		{now: 300 * time.Millisecond, early: 3, late: 1},
 	} {
 		c.tick(tc.now)
-		if got := len(early.kick) == 1; got != tc.early {
-			t.Errorf("at %v: receiver due at 100 ms nudged %v", tc.now, got)
+		if got := nEarly.Load(); got != tc.early {
+			t.Errorf("at %v: receiver due at 100 ms has %d frames, want %d", tc.now, got, tc.early)
 		}
-		if got := len(late.kick) == 1; got != tc.late {
-			t.Errorf("at %v: receiver due at 200 ms nudged %v", tc.now, got)
+		if got := nLate.Load(); got != tc.late {
+			t.Errorf("at %v: receiver due at 200 ms has %d frames, want %d", tc.now, got, tc.late)
 		}
-		if len(never.kick) != 0 {
-			t.Errorf("at %v: a receiver without packets was nudged", tc.now)
+		if nNever.Load() != 0 {
+			t.Errorf("at %v: a receiver without packets got a frame", tc.now)
 		}
 	}
 }
@@ -57,18 +68,17 @@ func TestPlayoutClockNudgesOverdueReceivers(t *testing.T) {
 func TestPlayoutClockRun(t *testing.T) {
 	c := newPlayoutClock()
 	c.period = time.Millisecond
-	c.now = func() time.Duration { return time.Hour }
+	c.now = func() time.Duration { return time.Second }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.run(ctx)
 	}()
-	r := newIdleReceiver(t, 0)
+	r, n := newIdleReceiver(t, 0)
 	remove := c.add(r)
-	waitFor(t, 5*time.Second, "the clock's nudge", func() bool { return len(r.kick) == 1 })
+	waitFor(t, 5*time.Second, "the clock's frame", func() bool { return n.Load() >= 1 })
 	remove()
-	<-r.kick
 	cancel()
 	select {
 	case <-done:

@@ -22,7 +22,12 @@ const (
 	DefaultTokenTTL          = 15 * time.Minute
 	DefaultHeartbeatInterval = 2 * time.Second
 	DefaultGracePeriod       = 10 * time.Second
-	joinWait                 = 10 * time.Second
+	// DefaultOpusComplexity is the Opus encoder's complexity for the agent's voice when
+	// Options.OpusComplexity is zero: the cheapest whose segmental SNR stays within 0.5 dB of
+	// libopus's default (5) on every sample of TestOpusEncodeQuality (complexity 1 falls 0.8 dB
+	// short on one).
+	DefaultOpusComplexity = 2
+	joinWait              = 10 * time.Second
 )
 
 // Options configure a Service.
@@ -63,9 +68,10 @@ type Options struct {
 	// (the engine's frames resampled up first).
 	OpusEncodeRate int
 	// OpusComplexity is the Opus encoder's complexity for audio sent to pages, 1–10 (libopus:
-	// CPU against quality); 0 keeps the codec package's default, 5. The encoder is the largest
-	// single CPU cost of a call: for speech at 16 kHz with FEC, about 150 µs per 20 ms frame
-	// at 5 and 63 µs at 1 on the reference VM (BenchmarkAudioSender/speech).
+	// CPU against quality); 0 means DefaultOpusComplexity (2). The encoder is the largest
+	// single CPU cost of a call: for speech at 16 kHz with FEC, complexity 2 costs about 0.7
+	// and complexity 1 about 0.45 of complexity 5 (BenchmarkOpusEncodeComplexity, CPU time);
+	// TestOpusEncodeQuality holds the default within 0.5 dB of complexity 5's segmental SNR.
 	OpusComplexity int
 	// Log receives the service's logs; default slog.Default().
 	Log *slog.Logger
@@ -141,6 +147,9 @@ func NewService(o Options) (*Service, error) {
 	}
 	if o.OpusComplexity < 0 || o.OpusComplexity > 10 {
 		return nil, fmt.Errorf("webrtc: OpusComplexity %d (want 1 to 10, or 0 for the default)", o.OpusComplexity)
+	}
+	if o.OpusComplexity == 0 {
+		o.OpusComplexity = DefaultOpusComplexity
 	}
 	codecs, err := parseCodecs(o.Codecs)
 	if err != nil {

@@ -86,7 +86,7 @@ type deepgramStream struct {
 	connSent int64 // samples sent on the current connection
 	expect   int64 // engine offset expected for the next frame on this connection
 	batch    frameBatch
-	wbuf     []byte
+	wbuf     wsFrame       // the message being sent, framed in place (wsframe.go)
 	lastSend time.Time     // when the last message went out
 	maxWait  time.Duration // dgBatchMaxWait (tests may raise it before run starts)
 
@@ -119,7 +119,7 @@ func newDeepgramStream(ctx context.Context, d *Deepgram, o StreamOptions, u stri
 		done:     make(chan struct{}),
 		omap:     newOffsetMap(),
 		batch:    frameBatch{pcm: make([]int16, 0, batch+frame)},
-		wbuf:     make([]byte, 0, 2*(batch+frame)),
+		wbuf:     newWSFrame(2 * (batch + frame)),
 		maxWait:  dgBatchMaxWait,
 	}
 }
@@ -309,15 +309,15 @@ func (s *deepgramStream) flush(conn *websocket.Conn, all bool) error {
 
 // send encodes b into one binary message and writes it. Frames in b are contiguous; frames the
 // ring dropped before b.off (or a new connection) make a point in the offset map at the
-// message's first sample.
+// message's first sample. It allocates nothing: the message is framed in the stream's own
+// buffer (wsframe.go), not through gorilla's per-message writer.
 func (s *deepgramStream) send(conn *websocket.Conn, b *frameBatch) error {
 	if s.connSent == 0 || b.off != s.expect {
 		s.omap.add(s.connSent, b.off)
 	}
-	msg := s.encode(b)
+	s.encode(b)
 	now := time.Now()
-	conn.SetWriteDeadline(now.Add(s.d.cfg.WriteTimeout))
-	if err := conn.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+	if err := s.wbuf.writeTo(conn.NetConn(), wsOpBinary, now.Add(s.d.cfg.WriteTimeout)); err != nil {
 		s.sendDropped.Add(uint64(b.frames))
 		return &ProviderError{Provider: "deepgram", Op: "stream", Err: err}
 	}
@@ -329,19 +329,22 @@ func (s *deepgramStream) send(conn *websocket.Conn, b *frameBatch) error {
 	return nil
 }
 
-// encode returns b's samples in the stream's wire encoding, in the reused write buffer.
+// encode puts b's samples, in the stream's wire encoding, in the reused message buffer and
+// returns them.
 func (s *deepgramStream) encode(b *frameBatch) []byte {
 	if s.opts.Encoding == EncodingMulaw {
-		s.wbuf = appendMulaw(s.wbuf[:0], b.pcm)
+		s.wbuf.buf = appendMulaw(s.wbuf.buf[:wsMaxHeader], b.pcm)
 	} else {
-		s.wbuf = appendLinear16(s.wbuf[:0], b.pcm)
+		s.wbuf.buf = appendLinear16(s.wbuf.buf[:wsMaxHeader], b.pcm)
 	}
-	return s.wbuf
+	return s.wbuf.body()
 }
 
+// writeText sends a control message of the Deepgram protocol (KeepAlive, CloseStream) as a
+// text message, through the same buffer as the audio.
 func (s *deepgramStream) writeText(conn *websocket.Conn, msg string) error {
-	conn.SetWriteDeadline(time.Now().Add(s.d.cfg.WriteTimeout))
-	if err := conn.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+	s.wbuf.buf = append(s.wbuf.buf[:wsMaxHeader], msg...)
+	if err := s.wbuf.writeTo(conn.NetConn(), wsOpText, time.Now().Add(s.d.cfg.WriteTimeout)); err != nil {
 		return &ProviderError{Provider: "deepgram", Op: "stream", Err: err}
 	}
 	return nil

@@ -671,6 +671,58 @@ func BenchmarkDeepgramWriteEncode(b *testing.B) {
 	}
 }
 
+// TestDeepgramWriteSendAllocs: a whole turn (speech, the tail's frames one by one, long
+// silence) through Write, the ring, the encoding and the WebSocket write on a live loopback
+// connection allocates nothing, batched and per frame.
+func TestDeepgramWriteSendAllocs(t *testing.T) {
+	for _, batched := range []bool{true, false} {
+		u, _ := rawSink(t)
+		d, err := NewDeepgram(DeepgramConfig{BaseURL: u, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := StreamOptions{}.normalize()
+		conn, err := d.dial(context.Background(), d.listenURL(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newDeepgramStream(context.Background(), d, o, "")
+		if !batched {
+			s.ring = newFrameRing(d.cfg.QueueFrames, 320, 320, 0)
+		}
+		frames := [2][]int16{newTestTone(320, false), newTestTone(320, true)}
+		i, msgs := 0, 0
+		step := func() {
+			v := turnVoiced(i)
+			i++
+			s.Write(frames[b2i(v)], v)
+			for s.ring.take(&s.batch, false) {
+				if err := s.send(conn, &s.batch); err != nil {
+					t.Fatal(err)
+				}
+				msgs++
+			}
+		}
+		for range 250 { // a whole turn first: the ring's slots grow to what a turn needs
+			step()
+		}
+		// One run of 500 frames, so that an allocation per message (less than one a frame when
+		// batched) is not rounded away.
+		if n := testing.AllocsPerRun(1, func() {
+			for range 500 {
+				step()
+			}
+		}); n != 0 {
+			t.Errorf("batched=%v: %v allocs in 500 frames", batched, n)
+		}
+		if msgs == 0 {
+			t.Errorf("batched=%v: no message sent", batched)
+		}
+		s.cancel()
+		conn.Close()
+	}
+}
+
 // TestDeepgramWriteEncodeAllocs: a whole turn (speech, tail, long silence) through Write, the
 // ring and the encoding allocates nothing.
 func TestDeepgramWriteEncodeAllocs(t *testing.T) {
