@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/api"
+	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/providers"
 	"github.com/parley-voice/parley/control/runtime"
@@ -131,7 +132,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 		return err
 	})
 	job(purgeEvery, "deleted agents past their purge time", func(ctx context.Context) error {
-		_, err := a.PurgeAgents(ctx, time.Now())
+		_, err := (&agents.Service{Store: n.Store}).Purge(ctx, time.Now())
 		return err
 	})
 	job(purgeEvery, "idempotency keys older than a day", func(ctx context.Context) error {
