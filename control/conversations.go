@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/api"
+	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/providers"
@@ -142,7 +143,7 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		return err
 	})
 	periodic(kindPurgeAgents, purgeEvery, 0, func(ctx context.Context) error {
-		_, err := a.PurgeAgents(ctx, time.Now())
+		_, err := (&agents.Service{Store: st}).Purge(ctx, time.Now())
 		return err
 	})
 	periodic(kindPurgeIdempotency, purgeEvery, 0, func(ctx context.Context) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -58,9 +59,12 @@ func dash(s *string) string {
 	return *s
 }
 
+// operatorID names the operator at the command line in the audit log.
+const operatorID = "parley admin"
+
 // operatorEvent is an audit event done by the operator from the command line.
 func operatorEvent(org store.OrgID, project store.ProjectID, action, objectType, objectID string) store.AuditEvent {
-	return store.AuditEvent{OrgID: org, ProjectID: project, ActorType: store.ActorOperator, ActorID: "parley admin",
+	return store.AuditEvent{OrgID: org, ProjectID: project, ActorType: store.ActorOperator, ActorID: operatorID,
 		Action: action, ObjectType: objectType, ObjectID: objectID}
 }
 
@@ -166,13 +170,7 @@ func agentsRestore(fs *flag.FlagSet) func(a *adminCtx) error {
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		var ag store.Agent
-		err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
-			if ag, err = tx.RestoreAgent(a.ctx, id, *name); err != nil {
-				return err
-			}
-			return tx.InsertAudit(a.ctx, operatorEvent(ag.OrgID, ag.ProjectID, "agent.restored", "agent", string(ag.ID)))
-		})
+		ag, err := (&agents.Service{Store: a.st}).Restore(a.ctx, operatorID, id, *name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("agent %s is not deleted, or was purged already", id)

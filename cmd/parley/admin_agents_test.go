@@ -34,7 +34,7 @@ func TestAdminNumbersAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ag, err := st.CreateAgent(ctx, store.NewAgent{OrgID: store.OrgID(boot.OrganizationID), ProjectID: store.ProjectID(boot.ProjectID),
+	ag, err := st.Agents().Create(ctx, store.OrgScope(store.OrgID(boot.OrganizationID)), store.NewAgent{ProjectID: store.ProjectID(boot.ProjectID),
 		Name: "Support", Kind: "faq", Direction: "inbound", Channels: []string{"phone"},
 		Definition: json.RawMessage(`{"agent": {"name": "Support", "kind": "faq", "direction": "inbound", "channels": ["phone"], "system_prompt": "Help."}, "references": {}}`)})
 	if err != nil {
@@ -73,7 +73,7 @@ func TestAdminNumbersAndRestore(t *testing.T) {
 	}
 
 	// Restore a deleted agent; restoring a live one is refused.
-	if _, _, err := st.DeleteAgent(ctx, ag.ID, time.Now().Add(30*24*time.Hour)); err != nil {
+	if _, _, err := st.Agents().Delete(ctx, store.OrgScope(ag.OrgID), ag.ID, time.Now().Add(30*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code = runCLI(t, env, "admin", "agents", "restore", string(ag.ID), "--json")

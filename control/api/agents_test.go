@@ -197,7 +197,7 @@ func testDeleteAgent(t *testing.T, e engine) {
 	}
 	// Its name is free; the operator's restore brings it back until the purge.
 	w.createAgent(t, string(w.p1.ID), "Support", "faq")
-	if _, err := st.RestoreAgent(ctx, store.AgentID(id), "Support (restored)"); err != nil {
+	if _, err := st.SystemAgents().Restore(ctx, store.AgentID(id), "Support (restored)"); err != nil {
 		t.Fatal(err)
 	}
 	if r := w.must(t, 200, req{method: "GET", path: "/v1/agents/" + id, key: kLive}); r.Str("name") != "Support (restored)" || r.Str("status") != "draft" {

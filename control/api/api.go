@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
@@ -49,6 +50,7 @@ type API struct {
 	WebCallsPerDay int
 
 	// The domain services the operations call.
+	Agents        *agents.Service
 	Numbers       *numbers.Service
 	Projects      *projects.Service
 	Conversations *conversations.Service
@@ -66,6 +68,9 @@ func (a *API) now() time.Time {
 func (a *API) Routes() chi.Router {
 	if a.Log == nil {
 		a.Log = slog.New(slog.DiscardHandler)
+	}
+	if a.Agents == nil {
+		a.Agents = &agents.Service{Store: a.Store, Now: a.now}
 	}
 	if a.Numbers == nil {
 		a.Numbers = &numbers.Service{Store: a.Store}

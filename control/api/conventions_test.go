@@ -326,7 +326,7 @@ func testPagingUnderInserts(t *testing.T, e engine) {
 	ctx := context.Background()
 	before := map[string]bool{}
 	for i := range 30 {
-		a, err := st.CreateAgent(ctx, store.NewAgent{OrgID: w.org.ID, ProjectID: w.p1.ID, Name: fmt.Sprintf("Before %d", i),
+		a, err := st.Agents().Create(ctx, store.OrgScope(w.org.ID), store.NewAgent{ProjectID: w.p1.ID, Name: fmt.Sprintf("Before %d", i),
 			Kind: "faq", Direction: "inbound", Channels: []string{"chat"}, Definition: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
@@ -339,7 +339,7 @@ func testPagingUnderInserts(t *testing.T, e engine) {
 		if i%2 == 1 {
 			p = w.p2.ID
 		}
-		_, err := st.CreateAgent(ctx, store.NewAgent{OrgID: w.org.ID, ProjectID: p, Name: fmt.Sprintf("During %d", i),
+		_, err := st.Agents().Create(ctx, store.OrgScope(w.org.ID), store.NewAgent{ProjectID: p, Name: fmt.Sprintf("During %d", i),
 			Kind: "faq", Direction: "inbound", Channels: []string{"chat"}, Definition: json.RawMessage(`{}`)})
 		return err
 	}
@@ -481,13 +481,13 @@ func testAudit(t *testing.T, e engine) {
 	}
 	// The purge worker removes the agent for good after 30 days and says so.
 	a := w.api
-	if n, err := a.PurgeAgents(ctx, time.Now().Add(29*24*time.Hour)); err != nil || n != 0 {
+	if n, err := a.Agents.Purge(ctx, time.Now().Add(29*24*time.Hour)); err != nil || n != 0 {
 		t.Fatalf("purge before time: %d, %v", n, err)
 	}
-	if n, err := a.PurgeAgents(ctx, time.Now().Add(31*24*time.Hour)); err != nil || n != 1 {
+	if n, err := a.Agents.Purge(ctx, time.Now().Add(31*24*time.Hour)); err != nil || n != 1 {
 		t.Fatalf("purge after 30 days: %d, %v", n, err)
 	}
-	if _, err := st.GetAgentIncludingDeleted(ctx, store.AgentID(id)); err == nil {
+	if _, err := st.SystemAgents().GetIncludingDeleted(ctx, store.AgentID(id)); err == nil {
 		t.Fatal("agent still stored after purge")
 	}
 	events, _ = st.ListAudit(ctx, store.AuditFilter{OrgID: w.org.ID, Actions: []string{"agent.purged"}})

@@ -232,7 +232,7 @@ func testIdempotencyAcrossNodes(t *testing.T, e engine) {
 	if created == nil {
 		t.Fatal("no racing request succeeded")
 	}
-	agents, err := st.ListAgents(ctx, store.AgentFilter{OrgID: a.org.ID})
+	agents, err := st.Agents().List(ctx, store.OrgScope(a.org.ID), store.AgentFilter{}, store.Page{})
 	if err != nil || len(agents) != 1 {
 		t.Fatalf("%d agents after the race (%v), want 1", len(agents), err)
 	}

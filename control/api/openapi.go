@@ -74,6 +74,11 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 		}
 		schemas[name] = s
 	}
+	// The agent definition's schemas (AgentDefinitionInput, AgentDefinition and the
+	// AgentDefinition.* parts) stay hand-written by design: they are the service.agent/1 JSON
+	// Schema file of package agentdef, which also checks definitions on their own (agentdef.Parse,
+	// the admin CLI, exported files), so reflection must not make a second source of them. The
+	// reflected types refer to them by name (SchemaRef in schema.go).
 	for name, s := range agentdef.OpenAPIComponents() {
 		if _, dup := schemas[name]; dup {
 			return nil, fmt.Errorf("api: component %s is defined twice", name)

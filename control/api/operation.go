@@ -69,7 +69,8 @@ type operation struct {
 	Status       int    // the success status
 	Response     string // component schema of the success answer
 	Location     bool   // the answer carries Location: the created object's path
-	// Locate gives the Location of a typed operation's answer (with Location).
+	// Locate gives the Location of a typed operation's answer (with Location); it is given
+	// the answer's value, never a pointer to it.
 	Locate func(v any) string
 	// Stream: the answer may instead be server-sent events (text/event-stream), described by
 	// StreamDoc. Binary: the answer is a file of this media type, served with Range (206).
@@ -346,18 +347,10 @@ func malformed(err error) error {
 // invalid builds a 422 from problems; detail repeats the first ones.
 func invalid(code string, ps []jsoncheck.Problem) *fault.Error {
 	fes := make([]fault.FieldError, len(ps))
-	details := make([]string, 0, 3)
 	for i, p := range ps {
 		fes[i] = fault.FieldError{Pointer: p.Pointer, Code: p.Code, Detail: p.Detail}
-		if i < 3 {
-			details = append(details, p.Detail)
-		}
 	}
-	detail := strings.Join(details, " ")
-	if len(ps) > 3 {
-		detail += fmt.Sprintf(" (%d more in errors)", len(ps)-3)
-	}
-	return &fault.Error{Status: 422, Code: code, Detail: detail, Errors: fes}
+	return fault.Invalid(code, fes)
 }
 
 // bind decodes the checked body into dst.

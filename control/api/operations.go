@@ -4,114 +4,92 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/fault"
 )
 
 // operations returns every operation of the interface that this version implements, in the
 // order of the specification's index. It is built once.
 var operations = sync.OnceValue(func() []*operation {
-	agentID := param{Name: "agent_id", In: "path", Type: "string", Format: "uuid", Description: "The agent."}
-	ops := []*operation{
-		{
+	ops := append(keyOperations(), agentOperations()...)
+	ops = append(ops, numberOperations()...)
+	return append(ops, conversationOperations()...)
+})
+
+// agentOperations are the operations of agents.
+func agentOperations() []*operation {
+	return []*operation{
+		typed(operation{
 			ID: "listAgents", Method: http.MethodGet, Path: "/agents", Tag: "Agents",
 			Summary:    "List the agents the key reaches, oldest first",
 			Permission: "agents:read",
-			Params: []param{
-				{Name: "project_id", In: "query", Type: "string", Format: "uuid", Description: "Only this project's agents; 404 when the key reaches no such project."},
-				{Name: "status", In: "query", Type: "string", Enum: []string{"draft", "published", "archived"}, Description: "Only agents in this status (deleted agents, archived, are never listed)."},
-				{Name: "direction", In: "query", Type: "string", Enum: []string{"inbound", "outbound"}},
-				{Name: "kind", In: "query", Type: "string", Enum: []string{"form_filling", "workflow", "faq", "custom", "desk"}},
-			},
-			List:   true,
-			Codes:  []string{fault.CodeProjectNotFound},
-			Status: http.StatusOK, Response: "AgentList",
-			Handle: (*API).listAgents,
-		},
-		{
+			Codes:      []string{fault.CodeProjectNotFound},
+			Status:     http.StatusOK,
+		}, (*API).listAgents),
+		typed(operation{
 			ID: "createAgent", Method: http.MethodPost, Path: "/agents", Tag: "Agents",
 			Summary:     "Create a draft agent from a definition",
 			Description: "The definition is validated (422 invalid_definition names every place that does not fit). Without name, the definition's name is used, made unique in the project (Support, Support (2), …); with name, that name is taken as it is (409 agent_name_taken when the project has it). Takes an optional Idempotency-Key.",
-			Permission:  "agents:write", Changes: true, Idempotency: idemOptional,
-			Body: "AgentCreate", MaxBody: definitionMaxBody,
+			Permission:  "agents:write", Changes: true, Idempotency: idemOptional, MaxBody: definitionMaxBody,
 			Codes:  []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition},
-			Status: http.StatusCreated, Response: "AgentDetail", Location: true,
-			Handle: (*API).createAgent,
-		},
-		{
+			Status: http.StatusCreated, Location: true,
+			Locate: func(v any) string { return "/v1/agents/" + v.(agents.AgentDetail).ID },
+		}, (*API).createAgent),
+		typed(operation{
 			ID: "getAgent", Method: http.MethodGet, Path: "/agents/{agent_id}", Tag: "Agents",
 			Summary:    "Get an agent with its languages, schemas and phone numbers",
 			Permission: "agents:read",
-			Params:     []param{agentID},
 			Codes:      []string{fault.CodeAgentNotFound},
-			Status:     http.StatusOK, Response: "AgentDetail",
-			Handle: (*API).getAgent,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).getAgent),
+		typed(operation{
 			ID: "deleteAgent", Method: http.MethodDelete, Path: "/agents/{agent_id}", Tag: "Agents",
 			Summary:     "Delete an agent (restorable for 30 days)",
 			Description: "The agent is archived at once: the API no longer serves it (404) and its phone numbers are released. It is purged for good at purges_at, 30 days later; until then the operator can restore it with parley admin agents restore.",
 			Permission:  "agents:write", Changes: true,
-			Params: []param{agentID},
 			Codes:  []string{fault.CodeAgentNotFound, fault.CodeProjectFrozen},
-			Status: http.StatusOK, Response: "AgentDeleted",
-			Handle: (*API).deleteAgent,
-		},
-		{
+			Status: http.StatusOK,
+		}, (*API).deleteAgent),
+		typed(operation{
 			ID: "getAgentDefinition", Method: http.MethodGet, Path: "/agents/{agent_id}/definition", Tag: "Agents",
 			Summary:     "Export the agent's current definition",
 			Description: "Every setting is shown, defaults included. The document carries no id of another object, no credential, no phone number and no domain: references are by name. Creating an agent from it and exporting again gives the same document apart from exported_at.",
 			Permission:  "agents:read",
-			Params:      []param{agentID},
 			Codes:       []string{fault.CodeAgentNotFound},
-			Status:      http.StatusOK, Response: "AgentDefinition",
-			Handle: (*API).getAgentDefinition,
-		},
-		{
+			Status:      http.StatusOK,
+		}, (*API).getAgentDefinition),
+		typed(operation{
 			ID: "replaceAgentDefinition", Method: http.MethodPut, Path: "/agents/{agent_id}/definition", Tag: "Agents",
 			Summary:     "Replace the agent's definition",
 			Description: "Needs a live key. The definition's kind and direction must equal the agent's own (422). On a published agent the new definition is live at once; the next publish freezes it as a version.",
-			Permission:  "agents:write", LiveOnly: true, Changes: true,
-			Body: "AgentDefinitionReplace", MaxBody: definitionMaxBody,
-			Params: []param{agentID},
+			Permission:  "agents:write", LiveOnly: true, Changes: true, MaxBody: definitionMaxBody,
 			Codes:  []string{fault.CodeAgentNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition, fault.CodeKindMismatch, fault.CodeDirectionMismatch},
-			Status: http.StatusOK, Response: "AgentWritten",
-			Handle: (*API).replaceAgentDefinition,
-		},
-		{
+			Status: http.StatusOK,
+		}, (*API).replaceAgentDefinition),
+		typed(operation{
 			ID: "publishAgent", Method: http.MethodPost, Path: "/agents/{agent_id}/publish", Tag: "Agents",
 			Summary:     "Publish the current definition as the next version",
 			Description: "Freezes the current definition as version N+1 with the note, and sets the agent's status to published and its published_at. The body may be empty. Takes an optional Idempotency-Key.",
 			Permission:  "agents:write", Changes: true, Idempotency: idemOptional,
-			Body: "AgentPublishRequest", BodyOptional: true,
-			Params: []param{agentID},
 			Codes:  []string{fault.CodeAgentNotFound, fault.CodeProjectFrozen},
-			Status: http.StatusCreated, Response: "AgentVersionObject",
-			Handle: (*API).publishAgent,
-		},
-		{
+			Status: http.StatusCreated,
+		}, (*API).publishAgent),
+		typed(operation{
 			ID: "listAgentVersions", Method: http.MethodGet, Path: "/agents/{agent_id}/versions", Tag: "Agents",
 			Summary:    "List the agent's published versions, newest first",
 			Permission: "agents:read",
-			Params:     []param{agentID},
-			List:       true,
 			Codes:      []string{fault.CodeAgentNotFound},
-			Status:     http.StatusOK, Response: "AgentVersionList",
-			Handle: (*API).listAgentVersions,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).listAgentVersions),
+		typed(operation{
 			ID: "getAgentVersionDefinition", Method: http.MethodGet, Path: "/agents/{agent_id}/versions/{version}/definition", Tag: "Agents",
 			Summary:    "Export the definition frozen as a published version",
 			Permission: "agents:read",
-			Params:     []param{agentID, {Name: "version", In: "path", Type: "integer", Min: 1, Max: 1<<31 - 1, Description: "The version number (1, 2, …)."}},
 			Codes:      []string{fault.CodeAgentNotFound, fault.CodeVersionNotFound},
-			Status:     http.StatusOK, Response: "AgentDefinition",
-			Handle: (*API).getAgentVersionDefinition,
-		},
+			Status:     http.StatusOK,
+		}, (*API).getAgentVersionDefinition),
 	}
-	ops = append(keyOperations(), ops...)
-	ops = append(ops, numberOperations()...)
-	return append(ops, conversationOperations()...)
-})
+}
 
 // numberOperations are the operations of phone numbers.
 func numberOperations() []*operation {

@@ -24,12 +24,32 @@ import (
 //   - an object field with one enum value (`json:"object" jsonschema:"enum=phone_number"`)
 //     becomes const;
 //   - a type's description is its SchemaDoc() string method, when it has one;
-//   - generic lists are named after their item: list[numbers.PhoneNumber] is PhoneNumberList.
+//   - const:"true" on a field makes its schema that one JSON value (the tags of invopop cannot
+//     say const for a boolean);
+//   - a type whose schema is written by hand elsewhere (the agent definition's, from package
+//     agentdef) names that component with a SchemaRef() string method: fields of the type refer
+//     to it, and an operation answering the type answers that component;
+//   - generic lists are named after their item: list[numbers.PhoneNumber] is PhoneNumberList,
+//     and an item named …Object drops that word (list[agents.AgentVersionObject] is
+//     AgentVersionList).
 
 // schemaExtras is a type that adds keywords its field tags cannot say (minProperties, say).
 type schemaExtras interface{ SchemaExtras() map[string]any }
 
 var schemaExtrasType = reflect.TypeFor[schemaExtras]()
+
+// schemaRef is a type described by a component that is not reflected: SchemaRef names it.
+type schemaRef interface{ SchemaRef() string }
+
+var schemaRefType = reflect.TypeFor[schemaRef]()
+
+// refOf returns the component that describes t when t names one (SchemaRef).
+func refOf(t reflect.Type) (string, bool) {
+	if !t.Implements(schemaRefType) {
+		return "", false
+	}
+	return reflect.Zero(t).Interface().(schemaRef).SchemaRef(), true
+}
 
 // schemaDoc is a type that describes itself in the document.
 type schemaDoc interface{ SchemaDoc() string }
@@ -46,7 +66,7 @@ func componentName(t reflect.Type) string {
 		}
 		switch base {
 		case "list":
-			return arg + "List"
+			return strings.TrimSuffix(arg, "Object") + "List"
 		default:
 			return arg + strings.ToUpper(base[:1]) + base[1:]
 		}
@@ -81,6 +101,9 @@ func newReflector(seen map[string]reflect.Type) *jsonschema.Reflector {
 			return ""
 		},
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if name, ok := refOf(t); ok {
+				return &jsonschema.Schema{Ref: "#/components/schemas/" + name}
+			}
 			switch t {
 			case reflect.TypeFor[json.RawMessage]():
 				return &jsonschema.Schema{} // any JSON value; the field's doc says what it holds
@@ -114,17 +137,50 @@ func reflectedComponents() (map[string]any, error) {
 		}
 	}
 	for name, t := range seen {
-		if s, ok := out[name].(map[string]any); ok && t.Implements(schemaExtrasType) {
+		s, ok := out[name].(map[string]any)
+		if !ok {
+			continue
+		}
+		if t.Implements(schemaExtrasType) {
 			for k, v := range reflect.Zero(t).Interface().(schemaExtras).SchemaExtras() {
 				s[k] = v
 			}
+		}
+		if err := applyConsts(t, s); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
+// applyConsts makes the schema of each field of struct t tagged const:"<JSON value>" that value.
+func applyConsts(t reflect.Type, s map[string]any) error {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	props, _ := s["properties"].(map[string]any)
+	for _, f := range reflect.VisibleFields(t) {
+		c, ok := f.Tag.Lookup("const")
+		if !ok {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(c), &v); err != nil {
+			return fmt.Errorf("api: %s.%s: const tag %q is not JSON: %w", t, f.Name, c, err)
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		p := map[string]any{"const": v}
+		if old, ok := props[name].(map[string]any); ok && old["description"] != nil {
+			p["description"] = old["description"]
+		}
+		props[name] = p
+	}
+	return nil
+}
+
 // tidySchema rewrites a reflected schema into the document's form: references point into
-// components, a one-value object member is a const, and a nullable simple type is a type list.
+// components, a one-value object member is a const, a nullable simple type is a type list, and
+// a nullable reference keeps its description beside its oneOf.
 func tidySchema(v any) any {
 	switch s := v.(type) {
 	case []any:
@@ -162,6 +218,10 @@ func tidySchema(v any) any {
 				if e, ok := s["enum"].([]any); ok {
 					s["enum"] = append(e, nil)
 				}
+			}
+			if first["$ref"] != nil && second["type"] == "null" && first["description"] != nil && s["description"] == nil {
+				s["description"] = first["description"] // the member's description, beside its oneOf
+				delete(first, "description")
 			}
 		}
 		return s

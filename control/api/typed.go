@@ -31,6 +31,7 @@ import (
 //	Status string           `query:"status" enum:"draft,published" doc:"…"`
 //	Limit  int              `query:"limit" min:"1" max:"100" default:"20"`
 //	Tags   []string         `query:"tag"` (repeatable)
+//	N      string           `path:"version" type:"integer" min:"1"` (documented as an integer, read by the domain)
 //	Body   numbers.Update   `body:"required"` (or body:"optional": an empty body stands for {})
 //
 // and embedding listQuery makes a list (limit and cursor). From these the declaration gets its
@@ -151,6 +152,11 @@ func paramFromField(opID string, f reflect.StructField) param {
 	default:
 		panic(fmt.Sprintf("api: %s: parameter %s of type %s", opID, p.Name, f.Type))
 	}
+	if t := f.Tag.Get("type"); t != "" {
+		// A path segment the domain reads itself (so that a malformed one is its 404) while
+		// the document gives its JSON type: `type:"integer"` on a string field.
+		p.Type = t
+	}
 	if e := f.Tag.Get("enum"); e != "" {
 		p.Enum = strings.Split(e, ",")
 	}
@@ -242,7 +248,9 @@ func (c *call) answerOf(v any) (*answer, error) {
 	}
 	ans := &answer{status: c.op.Status, header: map[string]string{"Content-Type": "application/json"}, body: body}
 	if c.op.Locate != nil {
-		ans.header["Location"] = c.op.Locate(v)
+		// The answer kept in a change's transaction is the domain's value, the one written
+		// after it the handler's pointer: Locate is given the value either way.
+		ans.header["Location"] = c.op.Locate(reflect.Indirect(reflect.ValueOf(v)).Interface())
 	}
 	return ans, nil
 }
@@ -298,10 +306,14 @@ var (
 	schemaTypes = map[string]reflect.Type{}
 )
 
-// registerSchema records t as a component of the document and returns its name.
+// registerSchema records t as a component of the document and returns its name. A type
+// described by a component written by hand (SchemaRef) is not recorded: its name is returned.
 func registerSchema(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if name, ok := refOf(t); ok {
+		return name
 	}
 	name := componentName(t)
 	schemaMu.Lock()

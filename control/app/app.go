@@ -122,6 +122,10 @@ func (au *Audit) Record(action, objectType, objectID string, project store.Proje
 	})
 }
 
+// As returns the audit of the same change that records in act's name: a system change that
+// crosses organizations (a purge) records each event under its own organization.
+func (au *Audit) As(act Actor) *Audit { return &Audit{ctx: au.ctx, tx: au.tx, act: act} }
+
 // Changed is the audit form of one changed field.
 func Changed(from, to any) map[string]any { return map[string]any{"from": from, "to": to} }
 

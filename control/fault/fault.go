@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -238,6 +239,22 @@ func E(code, detail string, args ...any) *Error {
 		detail = fmt.Sprintf(detail, args...)
 	}
 	return New(c.Status, code, detail)
+}
+
+// Invalid is the 422 of code naming each place that does not fit; its detail repeats the
+// first three details.
+func Invalid(code string, fes []FieldError) *Error {
+	details := make([]string, 0, 3)
+	for i, f := range fes {
+		if i < 3 {
+			details = append(details, f.Detail)
+		}
+	}
+	detail := strings.Join(details, " ")
+	if len(fes) > 3 {
+		detail += fmt.Sprintf(" (%d more in errors)", len(fes)-3)
+	}
+	return &Error{Status: 422, Code: code, Detail: detail, Errors: fes}
 }
 
 // Sorted lists the catalogued codes by status, then code.

@@ -21,7 +21,7 @@ var ErrVersionNotFound = errors.New("runtime: no such published version")
 func LoadDefinition(ctx context.Context, q *store.Queries, agent store.Agent, version int) (*agentdef.Definition, error) {
 	raw := agent.Definition
 	if version > 0 {
-		v, err := q.GetAgentVersion(ctx, agent.ID, version)
+		v, err := q.SystemAgents().Version(ctx, agent.ID, version)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w: agent %s version %d", ErrVersionNotFound, agent.ID, version)
 		}

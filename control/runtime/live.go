@@ -132,7 +132,7 @@ func (l *live) waitEngine() {
 // speech-to-text and text-to-speech, or text. sink receives what it produces (the persister, or
 // a wrapper of it).
 func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, sink session.Sink) (*session.Conversation, error) {
-	ag, err := rt.store.GetAgentIncludingDeleted(ctx, c.AgentID)
+	ag, err := rt.store.SystemAgents().GetIncludingDeleted(ctx, c.AgentID)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: the conversation's agent: %w", err)
 	}

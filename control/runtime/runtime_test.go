@@ -59,12 +59,12 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(parsed)
-	a, err := st.CreateAgent(ctx, store.NewAgent{OrgID: r.org.ID, ProjectID: r.proj.ID, Name: "Ava", Kind: "custom", Direction: "outbound",
+	a, err := st.Agents().Create(ctx, store.OrgScope(r.org.ID), store.NewAgent{ProjectID: r.proj.ID, Name: "Ava", Kind: "custom", Direction: "outbound",
 		Channels: []string{"phone", "chat"}, Definition: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, r.agent, err = st.PublishAgent(ctx, a.ID, "", "test"); err != nil {
+	if _, r.agent, err = st.Agents().Publish(ctx, store.OrgScope(r.org.ID), a.ID, "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	return r

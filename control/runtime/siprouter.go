@@ -37,7 +37,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in sip.InboundCall, maxCall
 	if n.AgentID == "" {
 		return sip.Plan{}, sip.RefuseNoAgent()
 	}
-	ag, err := rt.store.GetAgent(ctx, n.AgentID)
+	ag, err := rt.store.SystemAgents().Get(ctx, n.AgentID) // SIP routing: the number names the agent, in any organization
 	if errors.Is(err, store.ErrNotFound) || err == nil && (ag.Status != store.AgentPublished || ag.Direction != "inbound" || !slices.Contains(ag.Channels, store.ChannelPhone)) {
 		return sip.Plan{}, sip.RefuseNoAgent()
 	}

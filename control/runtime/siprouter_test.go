@@ -44,12 +44,12 @@ func TestSIPRouterInbound(t *testing.T) {
 		"system_prompt": "You answer the phone.", "first_message": "Thank you for calling."}, "references": {}}`
 	parsed, _ := ParseStored(json.RawMessage(def))
 	raw, _ := json.Marshal(parsed)
-	ag, err := r.st.CreateAgent(ctx, store.NewAgent{OrgID: r.org.ID, ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
+	ag, err := r.st.Agents().Create(ctx, store.OrgScope(r.org.ID), store.NewAgent{ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
 		Channels: []string{"phone"}, Definition: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.st.PublishAgent(ctx, ag.ID, "", "test")
+	r.st.Agents().Publish(ctx, store.OrgScope(r.org.ID), ag.ID, "", "test")
 	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550050", AgentID: ag.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -50,9 +50,8 @@ type Agent struct {
 // Deleted reports whether the agent was deleted and awaits its purge.
 func (a Agent) Deleted() bool { return a.DeletedAt != nil }
 
-// NewAgent describes an agent to create.
+// NewAgent describes an agent to create in a project of the scope's organization.
 type NewAgent struct {
-	OrgID       OrgID
 	ProjectID   ProjectID
 	Name        string
 	UniqueName  bool // take "Name (2)", "Name (3)", … when Name is taken, instead of ErrConflict
@@ -71,16 +70,12 @@ type AgentChange struct {
 	Definition  json.RawMessage
 }
 
-// AgentFilter selects agents, oldest first.
+// AgentFilter narrows a list of agents. Deleted agents are never listed.
 type AgentFilter struct {
-	OrgID      OrgID
-	ProjectIDs []ProjectID // the projects that may be listed; nil means every project
-	ProjectID  ProjectID   // only this project; "" means any
-	Status     AgentStatus // "" means any status but archived
-	Direction  string
-	Kind       string
-	AfterID    AgentID // only agents after this one (the previous page's last)
-	Limit      int     // 1–1000; 0 means 100
+	ProjectID ProjectID   // only this project's
+	Status    AgentStatus // "" means any status but archived
+	Direction string
+	Kind      string
 }
 
 const agentCols = `id, org_id, project_id, name, description, kind, direction, status, channels, definition, current_version, published_at, created_at, updated_at, deleted_at, purges_at`
@@ -118,31 +113,59 @@ func checkAgent(name, kind, direction string, channels []string, def json.RawMes
 	return nil
 }
 
-// CreateAgent creates a draft agent. A name the project already uses is ErrConflict unless
-// UniqueName is set; an unknown project, or one of another organization, is ErrNotFound.
-func (q *Queries) CreateAgent(ctx context.Context, na NewAgent) (Agent, error) {
+// Agents is the repository of agents and their published versions. Every method takes the
+// caller's Scope and applies it in SQL: an agent outside it, like a deleted or unknown one, is
+// ErrNotFound. Agents have no key mode: live and test keys share them.
+type Agents struct{ q *Queries }
+
+// Agents returns the agent repository.
+func (q *Queries) Agents() Agents { return Agents{q} }
+
+// scoped selects the scope's agents that are not deleted.
+func scopedAgents(sc Scope) *sel {
+	return newSel(`SELECT `+agentCols+` FROM agents`).scope(sc, "org_id", "project_id", "").cond("deleted_at IS NULL")
+}
+
+// Get returns the scope's agent with id, or ErrNotFound (also when it is deleted).
+func (r Agents) Get(ctx context.Context, sc Scope, id AgentID) (Agent, error) {
+	return one(ctx, r.q, "get agent", scopedAgents(sc).id("id", string(id)), scanAgent)
+}
+
+// List returns the scope's agents that f selects, oldest first: a page of up to pg.Limit, and
+// one more when another page follows.
+func (r Agents) List(ctx context.Context, sc Scope, f AgentFilter, pg Page) ([]Agent, error) {
+	b := scopedAgents(sc).optID("project_id", string(f.ProjectID))
+	if f.Status != "" {
+		b.cond("status = ?", string(f.Status))
+	}
+	if f.Direction != "" {
+		b.cond("direction = ?", f.Direction)
+	}
+	if f.Kind != "" {
+		b.cond("kind = ?", f.Kind)
+	}
+	return many(ctx, r.q, "list agents", b, b.page("id", pg, false), scanAgent)
+}
+
+// Create creates a draft agent in a project the scope reaches. A name the project already uses
+// is ErrConflict unless UniqueName is set; a project outside the scope is ErrNotFound.
+func (r Agents) Create(ctx context.Context, sc Scope, na NewAgent) (Agent, error) {
 	if err := checkAgent(na.Name, na.Kind, na.Direction, na.Channels, na.Definition); err != nil {
 		return Agent{}, err
-	}
-	if !validID(na.OrgID) || !validID(na.ProjectID) {
-		return Agent{}, notFound("project", na.ProjectID)
 	}
 	channels, err := jsonText(na.Channels)
 	if err != nil {
 		return Agent{}, err
 	}
 	var a Agent
-	err = q.atomic(ctx, func(q *Queries) error {
-		p, err := q.GetProject(ctx, na.ProjectID)
+	err = r.q.atomic(ctx, func(q *Queries) error {
+		p, err := q.Projects().Get(ctx, sc, na.ProjectID)
 		if err != nil {
 			return err
 		}
-		if p.OrgID != na.OrgID {
-			return notFound("project", na.ProjectID)
-		}
 		name := na.Name
 		if na.UniqueName {
-			taken, err := q.agentNames(ctx, na.ProjectID)
+			taken, err := q.agentNames(ctx, p.ID)
 			if err != nil {
 				return err
 			}
@@ -150,7 +173,7 @@ func (q *Queries) CreateAgent(ctx context.Context, na NewAgent) (Agent, error) {
 		}
 		now := q.s.timeNow()
 		a = Agent{
-			ID: newID[AgentID](), OrgID: na.OrgID, ProjectID: na.ProjectID, Name: name, Description: na.Description,
+			ID: newID[AgentID](), OrgID: p.OrgID, ProjectID: p.ID, Name: name, Description: na.Description,
 			Kind: na.Kind, Direction: na.Direction, Status: AgentDraft, Channels: slices.Clone(na.Channels),
 			Definition: slices.Clone(na.Definition), CreatedAt: now, UpdatedAt: now,
 		}
@@ -165,6 +188,173 @@ func (q *Queries) CreateAgent(ctx context.Context, na NewAgent) (Agent, error) {
 		return Agent{}, err
 	}
 	return a, nil
+}
+
+// Change replaces the definition of the scope's agent (and its name when c.Name is set) and
+// returns the agent as changed. A name another agent of the project has is ErrConflict; an
+// agent outside the scope, deleted or unknown is ErrNotFound.
+func (r Agents) Change(ctx context.Context, sc Scope, id AgentID, c AgentChange) (Agent, error) {
+	var a Agent
+	err := r.q.atomic(ctx, func(q *Queries) error {
+		var err error
+		if a, err = q.Agents().Get(ctx, sc, id); err != nil {
+			return err
+		}
+		if c.Name != nil {
+			a.Name = *c.Name
+		}
+		if err := checkAgent(a.Name, a.Kind, a.Direction, c.Channels, c.Definition); err != nil {
+			return err
+		}
+		channels, err := jsonText(c.Channels)
+		if err != nil {
+			return err
+		}
+		a.Description, a.Channels, a.Definition, a.UpdatedAt = c.Description, slices.Clone(c.Channels), slices.Clone(c.Definition), q.s.timeNow()
+		res, err := q.exec(ctx, "change agent",
+			`UPDATE agents SET name = $2, name_key = $3, description = $4, channels = $5, definition = $6, updated_at = $7
+			WHERE id = $1 AND deleted_at IS NULL`,
+			string(a.ID), a.Name, nameKey(a.Name), a.Description, channels, string(a.Definition), ts(a.UpdatedAt))
+		return affectedOne(res, err, "agent", id)
+	})
+	if err != nil {
+		return Agent{}, err
+	}
+	return a, nil
+}
+
+// Delete soft-deletes the scope's agent: it is archived, purged for good at purgesAt, and the
+// phone numbers assigned to it are released. It returns the agent as deleted and the numbers it
+// released. An agent outside the scope, deleted or unknown is ErrNotFound.
+func (r Agents) Delete(ctx context.Context, sc Scope, id AgentID, purgesAt time.Time) (Agent, []PhoneNumber, error) {
+	var a Agent
+	var released []PhoneNumber
+	err := r.q.atomic(ctx, func(q *Queries) error {
+		if _, err := q.Agents().Get(ctx, sc, id); err != nil {
+			return err
+		}
+		now := q.s.timeNow()
+		// Archiving first takes the agent's row lock, so that a number being assigned to it at
+		// the same moment (lockAgent) is either released here or refused there.
+		err := q.get(ctx, "delete agent",
+			`UPDATE agents SET status = $2, deleted_at = $3, purges_at = $4, updated_at = $3
+			WHERE id = $1 AND deleted_at IS NULL RETURNING `+agentCols,
+			[]any{string(id), string(AgentArchived), ts(now), ts(normTime(purgesAt))},
+			func(r rowScanner) (err error) { a, err = scanAgent(r); return err })
+		if err != nil {
+			return err
+		}
+		if released, err = q.AgentPhoneNumbers(ctx, id); err != nil {
+			return err
+		}
+		_, err = q.exec(ctx, "release phone numbers",
+			`UPDATE phone_numbers SET agent_id = NULL, assigned_at = NULL, updated_at = $2 WHERE agent_id = $1`, string(id), ts(now))
+		return err
+	})
+	if err != nil {
+		return Agent{}, nil, err
+	}
+	for i := range released {
+		released[i].AgentID, released[i].AssignedAt = "", nil
+	}
+	return a, released, nil
+}
+
+// GetAgent returns the agent with id in any organization, or ErrNotFound; a deleted agent is
+// not found. It does not apply a scope: it remains for the call-start checks of control/api
+// (agentFor, which compares the organization and reach itself) until they load agents through
+// Agents().Get. Nothing new should call it.
+func (q *Queries) GetAgent(ctx context.Context, id AgentID) (Agent, error) {
+	return q.SystemAgents().Get(ctx, id)
+}
+
+// SystemAgents is the agent lookups of Parley's own paths that legitimately cross
+// organizations: routing an inbound SIP call to the agent of the number dialled, running a
+// conversation of an agent deleted meanwhile, the operator's restore (given only an agent id)
+// and the purge worker. They take no Scope; a caller's request must use Agents instead.
+type SystemAgents struct{ q *Queries }
+
+// SystemAgents returns the unscoped agent lookups of the system paths.
+func (q *Queries) SystemAgents() SystemAgents { return SystemAgents{q} }
+
+// Get returns the agent with id in any organization, or ErrNotFound; a deleted agent is not
+// found.
+func (r SystemAgents) Get(ctx context.Context, id AgentID) (Agent, error) {
+	a, err := r.GetIncludingDeleted(ctx, id)
+	if err == nil && a.Deleted() {
+		return Agent{}, notFound("agent", id)
+	}
+	return a, err
+}
+
+// GetIncludingDeleted returns the agent with id even when it is deleted (a conversation that
+// outlives its agent, the operator's restore).
+func (r SystemAgents) GetIncludingDeleted(ctx context.Context, id AgentID) (Agent, error) {
+	if !validID(id) {
+		return Agent{}, notFound("agent", id)
+	}
+	var a Agent
+	err := r.q.get(ctx, "get agent", `SELECT `+agentCols+` FROM agents WHERE id = $1`, []any{string(id)},
+		func(r rowScanner) (err error) { a, err = scanAgent(r); return err })
+	return a, err
+}
+
+// Restore brings back a deleted agent that is not purged yet, as a draft or, when it was ever
+// published, published. A non-empty name renames it; a name taken meanwhile is ErrConflict. An
+// agent that is not deleted, or is unknown, is ErrNotFound.
+func (r SystemAgents) Restore(ctx context.Context, id AgentID, name string) (Agent, error) {
+	var a Agent
+	err := r.q.atomic(ctx, func(q *Queries) error {
+		var err error
+		if a, err = q.SystemAgents().GetIncludingDeleted(ctx, id); err != nil {
+			return err
+		}
+		if !a.Deleted() {
+			return fmt.Errorf("store: agent %s is not deleted: %w", id, ErrNotFound)
+		}
+		if name != "" {
+			if err := checkName("agent", name); err != nil {
+				return err
+			}
+			a.Name = name
+		}
+		a.Status = AgentDraft
+		if a.Version > 0 {
+			a.Status = AgentPublished
+		}
+		a.DeletedAt, a.PurgesAt, a.UpdatedAt = nil, nil, q.s.timeNow()
+		_, err = q.exec(ctx, "restore agent",
+			`UPDATE agents SET name = $2, name_key = $3, status = $4, deleted_at = NULL, purges_at = NULL, updated_at = $5 WHERE id = $1`,
+			string(id), a.Name, nameKey(a.Name), string(a.Status), ts(a.UpdatedAt))
+		return err
+	})
+	if err != nil {
+		return Agent{}, err
+	}
+	return a, nil
+}
+
+// PurgeDue removes for good, with their versions, up to limit deleted agents of any
+// organization whose purge time is at or before now, and returns them. Call it on a Tx to
+// record each purge in the audit log in the same transaction.
+func (r SystemAgents) PurgeDue(ctx context.Context, now time.Time, limit int) ([]Agent, error) {
+	var gone []Agent
+	err := r.q.atomic(ctx, func(q *Queries) error {
+		var err error
+		gone, err = list(ctx, q, "find agents to purge",
+			`SELECT `+agentCols+` FROM agents WHERE deleted_at IS NOT NULL AND purges_at <= $1 ORDER BY purges_at, id LIMIT $2 `+q.s.d.skipLocked,
+			[]any{ts(now), clampLimit(limit)}, scanAgent)
+		if err != nil {
+			return err
+		}
+		for _, a := range gone {
+			if _, err := q.exec(ctx, "purge agent", `DELETE FROM agents WHERE id = $1`, string(a.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return gone, err
 }
 
 // agentNames returns the name keys of a project's agents that are not deleted.
@@ -209,146 +399,6 @@ func UniqueName(name string, taken func(string) bool) string {
 	}
 }
 
-// GetAgent returns the agent with id, or ErrNotFound; a deleted agent is not found.
-func (q *Queries) GetAgent(ctx context.Context, id AgentID) (Agent, error) {
-	a, err := q.GetAgentIncludingDeleted(ctx, id)
-	if err == nil && a.Deleted() {
-		return Agent{}, notFound("agent", id)
-	}
-	return a, err
-}
-
-// GetAgentIncludingDeleted returns the agent with id even when it is deleted (for restore).
-func (q *Queries) GetAgentIncludingDeleted(ctx context.Context, id AgentID) (Agent, error) {
-	if !validID(id) {
-		return Agent{}, notFound("agent", id)
-	}
-	var a Agent
-	err := q.get(ctx, "get agent", `SELECT `+agentCols+` FROM agents WHERE id = $1`, []any{string(id)},
-		func(r rowScanner) (err error) { a, err = scanAgent(r); return err })
-	return a, err
-}
-
-// ListAgents returns the agents f selects, oldest first. Deleted agents are never listed.
-func (q *Queries) ListAgents(ctx context.Context, f AgentFilter) ([]Agent, error) {
-	if !validID(f.OrgID) {
-		return nil, fmt.Errorf("store: %w: organization %q is not a canonical UUID", ErrInvalid, f.OrgID)
-	}
-	if f.AfterID != "" && !validID(f.AfterID) {
-		return nil, fmt.Errorf("store: %w: cursor %q is not a canonical UUID", ErrInvalid, f.AfterID)
-	}
-	if f.ProjectID != "" && !validID(f.ProjectID) {
-		return nil, nil
-	}
-	if f.ProjectIDs != nil && len(f.ProjectIDs) == 0 {
-		return nil, nil
-	}
-	var sb strings.Builder
-	args := []any{string(f.OrgID)}
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	sb.WriteString(`SELECT ` + agentCols + ` FROM agents WHERE org_id = $1 AND deleted_at IS NULL`)
-	if f.ProjectIDs != nil {
-		sb.WriteString(` AND project_id IN (`)
-		for i, p := range f.ProjectIDs {
-			if !validID(p) {
-				return nil, fmt.Errorf("store: %w: project %q is not a canonical UUID", ErrInvalid, p)
-			}
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(arg(string(p)))
-		}
-		sb.WriteString(`)`)
-	}
-	if f.ProjectID != "" {
-		sb.WriteString(` AND project_id = ` + arg(string(f.ProjectID)))
-	}
-	if f.Status != "" {
-		sb.WriteString(` AND status = ` + arg(string(f.Status)))
-	}
-	if f.Direction != "" {
-		sb.WriteString(` AND direction = ` + arg(f.Direction))
-	}
-	if f.Kind != "" {
-		sb.WriteString(` AND kind = ` + arg(f.Kind))
-	}
-	if f.AfterID != "" {
-		sb.WriteString(` AND id > ` + arg(string(f.AfterID)))
-	}
-	sb.WriteString(` ORDER BY id LIMIT ` + arg(clampLimit(f.Limit)))
-	return list(ctx, q, "list agents", sb.String(), args, scanAgent)
-}
-
-// ChangeAgent replaces an agent's definition (and its name when c.Name is set) and returns the
-// agent as changed. A name another agent of the project has is ErrConflict; a deleted or
-// unknown agent is ErrNotFound.
-func (q *Queries) ChangeAgent(ctx context.Context, id AgentID, c AgentChange) (Agent, error) {
-	var a Agent
-	err := q.atomic(ctx, func(q *Queries) error {
-		var err error
-		if a, err = q.GetAgent(ctx, id); err != nil {
-			return err
-		}
-		if c.Name != nil {
-			a.Name = *c.Name
-		}
-		if err := checkAgent(a.Name, a.Kind, a.Direction, c.Channels, c.Definition); err != nil {
-			return err
-		}
-		channels, err := jsonText(c.Channels)
-		if err != nil {
-			return err
-		}
-		a.Description, a.Channels, a.Definition, a.UpdatedAt = c.Description, slices.Clone(c.Channels), slices.Clone(c.Definition), q.s.timeNow()
-		res, err := q.exec(ctx, "change agent",
-			`UPDATE agents SET name = $2, name_key = $3, description = $4, channels = $5, definition = $6, updated_at = $7
-			WHERE id = $1 AND deleted_at IS NULL`,
-			string(id), a.Name, nameKey(a.Name), a.Description, channels, string(a.Definition), ts(a.UpdatedAt))
-		return affectedOne(res, err, "agent", id)
-	})
-	if err != nil {
-		return Agent{}, err
-	}
-	return a, nil
-}
-
-// DeleteAgent soft-deletes an agent: it is archived, purged for good at purgesAt, and the phone
-// numbers assigned to it are released. It returns the agent as deleted and the numbers it
-// released. A deleted or unknown agent is ErrNotFound.
-func (q *Queries) DeleteAgent(ctx context.Context, id AgentID, purgesAt time.Time) (Agent, []PhoneNumber, error) {
-	if !validID(id) {
-		return Agent{}, nil, notFound("agent", id)
-	}
-	var a Agent
-	var released []PhoneNumber
-	err := q.atomic(ctx, func(q *Queries) error {
-		now := q.s.timeNow()
-		// Archiving first takes the agent's row lock, so that a number being assigned to it at
-		// the same moment (lockAgent) is either released here or refused there.
-		err := q.get(ctx, "delete agent",
-			`UPDATE agents SET status = $2, deleted_at = $3, purges_at = $4, updated_at = $3
-			WHERE id = $1 AND deleted_at IS NULL RETURNING `+agentCols,
-			[]any{string(id), string(AgentArchived), ts(now), ts(normTime(purgesAt))},
-			func(r rowScanner) (err error) { a, err = scanAgent(r); return err })
-		if err != nil {
-			return err
-		}
-		if released, err = q.AgentPhoneNumbers(ctx, id); err != nil {
-			return err
-		}
-		_, err = q.exec(ctx, "release phone numbers",
-			`UPDATE phone_numbers SET agent_id = NULL, assigned_at = NULL, updated_at = $2 WHERE agent_id = $1`, string(id), ts(now))
-		return err
-	})
-	if err != nil {
-		return Agent{}, nil, err
-	}
-	for i := range released {
-		released[i].AgentID, released[i].AssignedAt = "", nil
-	}
-	return a, released, nil
-}
-
 // lockAgent returns an agent that is not deleted, holding its row lock until the transaction
 // ends (a no-op UPDATE locks the row on PostgreSQL; SQLite's one writer needs no more).
 func (q *Queries) lockAgent(ctx context.Context, id AgentID) (Agent, error) {
@@ -360,62 +410,4 @@ func (q *Queries) lockAgent(ctx context.Context, id AgentID) (Agent, error) {
 		`UPDATE agents SET updated_at = updated_at WHERE id = $1 AND deleted_at IS NULL RETURNING `+agentCols,
 		[]any{string(id)}, func(r rowScanner) (err error) { a, err = scanAgent(r); return err })
 	return a, err
-}
-
-// RestoreAgent brings back a deleted agent that is not purged yet, as a draft or, when it was
-// ever published, published. A non-empty name renames it; a name taken meanwhile is
-// ErrConflict. An agent that is not deleted, or is unknown, is ErrNotFound.
-func (q *Queries) RestoreAgent(ctx context.Context, id AgentID, name string) (Agent, error) {
-	var a Agent
-	err := q.atomic(ctx, func(q *Queries) error {
-		var err error
-		if a, err = q.GetAgentIncludingDeleted(ctx, id); err != nil {
-			return err
-		}
-		if !a.Deleted() {
-			return fmt.Errorf("store: agent %s is not deleted: %w", id, ErrNotFound)
-		}
-		if name != "" {
-			if err := checkName("agent", name); err != nil {
-				return err
-			}
-			a.Name = name
-		}
-		a.Status = AgentDraft
-		if a.Version > 0 {
-			a.Status = AgentPublished
-		}
-		a.DeletedAt, a.PurgesAt, a.UpdatedAt = nil, nil, q.s.timeNow()
-		_, err = q.exec(ctx, "restore agent",
-			`UPDATE agents SET name = $2, name_key = $3, status = $4, deleted_at = NULL, purges_at = NULL, updated_at = $5 WHERE id = $1`,
-			string(id), a.Name, nameKey(a.Name), string(a.Status), ts(a.UpdatedAt))
-		return err
-	})
-	if err != nil {
-		return Agent{}, err
-	}
-	return a, nil
-}
-
-// PurgeAgents removes for good, with their versions, up to limit deleted agents whose purge
-// time is at or before now, and returns them. Call it on a Tx to record each purge in the
-// audit log in the same transaction.
-func (q *Queries) PurgeAgents(ctx context.Context, now time.Time, limit int) ([]Agent, error) {
-	var gone []Agent
-	err := q.atomic(ctx, func(q *Queries) error {
-		var err error
-		gone, err = list(ctx, q, "find agents to purge",
-			`SELECT `+agentCols+` FROM agents WHERE deleted_at IS NOT NULL AND purges_at <= $1 ORDER BY purges_at, id LIMIT $2 `+q.s.d.skipLocked,
-			[]any{ts(now), clampLimit(limit)}, scanAgent)
-		if err != nil {
-			return err
-		}
-		for _, a := range gone {
-			if _, err := q.exec(ctx, "purge agent", `DELETE FROM agents WHERE id = $1`, string(a.ID)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return gone, err
 }

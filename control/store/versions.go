@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -18,13 +19,6 @@ type AgentVersion struct {
 	PublishedAt time.Time
 }
 
-// VersionFilter selects an agent's versions, newest first.
-type VersionFilter struct {
-	AgentID       AgentID
-	BeforeVersion int // only versions below this one (the previous page's last); 0 means no bound
-	Limit         int // 1–1000; 0 means 100
-}
-
 // MaxNote is the longest publish note, in characters.
 const MaxNote = 500
 
@@ -36,19 +30,20 @@ func scanVersion(r rowScanner) (AgentVersion, error) {
 	return v, err
 }
 
-// PublishAgent freezes the agent's current definition as its next version with note, marks
-// the agent published and returns the version and the agent as changed. Concurrent publishes
-// of one agent take turns: each gets its own number. A deleted or unknown agent is ErrNotFound.
-func (q *Queries) PublishAgent(ctx context.Context, id AgentID, note, by string) (AgentVersion, Agent, error) {
+// Publish freezes the current definition of the scope's agent as its next version with note,
+// marks the agent published and returns the version and the agent as changed. Concurrent
+// publishes of one agent take turns: each gets its own number. An agent outside the scope,
+// deleted or unknown is ErrNotFound.
+func (r Agents) Publish(ctx context.Context, sc Scope, id AgentID, note, by string) (AgentVersion, Agent, error) {
 	if !utf8.ValidString(note) || utf8.RuneCountInString(note) > MaxNote {
 		return AgentVersion{}, Agent{}, fmt.Errorf("store: %w: a publish note is UTF-8 of at most %d characters", ErrInvalid, MaxNote)
 	}
-	if !validID(id) {
-		return AgentVersion{}, Agent{}, notFound("agent", id)
-	}
 	var v AgentVersion
 	var a Agent
-	err := q.atomic(ctx, func(q *Queries) error {
+	err := r.q.atomic(ctx, func(q *Queries) error {
+		if _, err := q.Agents().Get(ctx, sc, id); err != nil {
+			return err
+		}
 		now := q.s.timeNow()
 		// The UPDATE takes the row lock first, so that concurrent publishers number in turn.
 		err := q.get(ctx, "publish agent",
@@ -71,27 +66,43 @@ func (q *Queries) PublishAgent(ctx context.Context, id AgentID, note, by string)
 	return v, a, nil
 }
 
-// GetAgentVersion returns one version of an agent, or ErrNotFound.
-func (q *Queries) GetAgentVersion(ctx context.Context, id AgentID, version int) (AgentVersion, error) {
+// Version returns one published version of the scope's agent, or ErrNotFound (also when the
+// agent is outside the scope or deleted).
+func (r Agents) Version(ctx context.Context, sc Scope, id AgentID, version int) (AgentVersion, error) {
+	if _, err := r.Get(ctx, sc, id); err != nil {
+		return AgentVersion{}, err
+	}
+	return r.q.SystemAgents().Version(ctx, id, version)
+}
+
+// Versions returns the published versions of the scope's agent, newest first: a page of up to
+// pg.Limit below the version pg.After names ("" for the first page), and one more when another
+// page follows. An agent outside the scope, deleted or unknown is ErrNotFound.
+func (r Agents) Versions(ctx context.Context, sc Scope, id AgentID, pg Page) ([]AgentVersion, error) {
+	if _, err := r.Get(ctx, sc, id); err != nil {
+		return nil, err
+	}
+	before := 1<<31 - 1
+	if pg.After != "" {
+		n, err := strconv.Atoi(pg.After)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("store: %w: version cursor %q", ErrInvalid, pg.After)
+		}
+		before = n
+	}
+	return list(ctx, r.q, "list agent versions",
+		`SELECT `+versionCols+` FROM agent_versions WHERE agent_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`,
+		[]any{string(id), before, clampLimit(pg.Limit) + 1}, scanVersion)
+}
+
+// Version returns one version of an agent of any organization, even a deleted one, or
+// ErrNotFound: a conversation runs the version it started with.
+func (r SystemAgents) Version(ctx context.Context, id AgentID, version int) (AgentVersion, error) {
 	if !validID(id) || version < 1 {
 		return AgentVersion{}, fmt.Errorf("store: agent %s version %d: %w", id, version, ErrNotFound)
 	}
 	var v AgentVersion
-	err := q.get(ctx, "get agent version", `SELECT `+versionCols+` FROM agent_versions WHERE agent_id = $1 AND version = $2`,
+	err := r.q.get(ctx, "get agent version", `SELECT `+versionCols+` FROM agent_versions WHERE agent_id = $1 AND version = $2`,
 		[]any{string(id), version}, func(r rowScanner) (err error) { v, err = scanVersion(r); return err })
 	return v, err
-}
-
-// ListAgentVersions returns an agent's versions f selects, newest first.
-func (q *Queries) ListAgentVersions(ctx context.Context, f VersionFilter) ([]AgentVersion, error) {
-	if !validID(f.AgentID) {
-		return nil, nil
-	}
-	before := f.BeforeVersion
-	if before <= 0 {
-		before = 1<<31 - 1
-	}
-	return list(ctx, q, "list agent versions",
-		`SELECT `+versionCols+` FROM agent_versions WHERE agent_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3`,
-		[]any{string(f.AgentID), before, clampLimit(f.Limit)}, scanVersion)
 }

@@ -23,6 +23,7 @@ func testAgents(t *testing.T, open Opener) {
 		{"AgentCreateGet", testAgentCreateGet},
 		{"AgentNames", testAgentNames},
 		{"AgentList", testAgentList},
+		{"AgentScope", testAgentScope},
 		{"AgentChange", testAgentChange},
 		{"AgentPublish", testAgentPublish},
 		{"AgentPublishConcurrent", testAgentPublishConcurrent},
@@ -40,9 +41,9 @@ func testAgents(t *testing.T, open Opener) {
 	}
 }
 
-// newAgent returns a NewAgent in project p of org with name.
-func newAgent(org store.OrgID, p store.ProjectID, name string) store.NewAgent {
-	return store.NewAgent{OrgID: org, ProjectID: p, Name: name, Kind: "custom", Direction: "inbound",
+// newAgent returns a NewAgent in project p with name.
+func newAgent(p store.ProjectID, name string) store.NewAgent {
+	return store.NewAgent{ProjectID: p, Name: name, Kind: "custom", Direction: "inbound",
 		Channels: []string{"chat"}, Definition: json.RawMessage(`{"agent": {"name": "` + name + `"}, "references": {}}`)}
 }
 
@@ -59,30 +60,33 @@ func newAgentWorld(t *testing.T, open Opener) agentWorld {
 	return agentWorld{s: s, org: org, p1: newProject(t, s, org.ID, "One"), p2: newProject(t, s, org.ID, "Two")}
 }
 
+// all is the scope of the whole organization (the operator's).
+func (w agentWorld) all() store.Scope { return store.OrgScope(w.org.ID) }
+
 func (w agentWorld) create(t *testing.T, p store.ProjectID, name string) store.Agent {
 	t.Helper()
-	return must[store.Agent](t, "CreateAgent "+name)(w.s.CreateAgent(t.Context(), newAgent(w.org.ID, p, name)))
+	return must[store.Agent](t, "Agents.Create "+name)(w.s.Agents().Create(t.Context(), w.all(), newAgent(p, name)))
 }
 
 func testAgentCreateGet(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
-	na := newAgent(w.org.ID, w.p1.ID, "Support")
+	na := newAgent(w.p1.ID, "Support")
 	na.Description, na.Kind, na.Direction, na.Channels = "Helps", "desk", "outbound", []string{"phone", "voice"}
-	a := must[store.Agent](t, "CreateAgent")(w.s.CreateAgent(ctx, na))
+	a := must[store.Agent](t, "CreateAgent")(w.s.Agents().Create(ctx, w.all(), na))
 	if a.Status != store.AgentDraft || a.Version != 0 || a.PublishedAt != nil || a.Deleted() || a.Name != "Support" {
 		t.Fatalf("created agent = %+v", a)
 	}
-	got := must[store.Agent](t, "GetAgent")(w.s.GetAgent(ctx, a.ID))
+	got := must[store.Agent](t, "Agents.Get")(w.s.Agents().Get(ctx, w.all(), a.ID))
 	sameJSON(t, "agent read back", got, a)
 	var def map[string]any
 	if err := json.Unmarshal(got.Definition, &def); err != nil || def["agent"] == nil {
 		t.Fatalf("definition read back as %s (%v)", got.Definition, err)
 	}
-	_, err := w.s.GetAgent(ctx, "0190a6f0-0000-7000-8000-000000000000")
-	wantErr(t, "GetAgent unknown", err, store.ErrNotFound)
-	_, err = w.s.GetAgent(ctx, "not-an-id")
-	wantErr(t, "GetAgent malformed", err, store.ErrNotFound)
+	_, err := w.s.Agents().Get(ctx, w.all(), "0190a6f0-0000-7000-8000-000000000000")
+	wantErr(t, "Agents.Get unknown", err, store.ErrNotFound)
+	_, err = w.s.Agents().Get(ctx, w.all(), "not-an-id")
+	wantErr(t, "Agents.Get malformed", err, store.ErrNotFound)
 
 	other := newOrg(t, w.s, "Globex")
 	bad := []struct {
@@ -97,13 +101,17 @@ func testAgentCreateGet(t *testing.T, open Opener) {
 		{"no channel", func(n *store.NewAgent) { n.Channels = nil }, store.ErrInvalid},
 		{"definition not an object", func(n *store.NewAgent) { n.Definition = json.RawMessage(`[]`) }, store.ErrInvalid},
 		{"unknown project", func(n *store.NewAgent) { n.ProjectID = "0190a6f0-0000-7000-8000-000000000000" }, store.ErrNotFound},
-		{"project of another org", func(n *store.NewAgent) { n.OrgID = other.ID }, store.ErrNotFound},
 	}
 	for _, c := range bad {
-		n := newAgent(w.org.ID, w.p1.ID, "Other")
+		n := newAgent(w.p1.ID, "Other")
 		c.fix(&n)
-		_, err := w.s.CreateAgent(ctx, n)
+		_, err := w.s.Agents().Create(ctx, w.all(), n)
 		wantErr(t, c.name, err, c.want)
+	}
+	// A project outside the scope is missing, whatever the reason.
+	for name, sc := range map[string]store.Scope{"other org": store.OrgScope(other.ID), "other project": w.all().Narrow(w.p2.ID)} {
+		_, err := w.s.Agents().Create(ctx, sc, newAgent(w.p1.ID, "Other"))
+		wantErr(t, "create in "+name, err, store.ErrNotFound)
 	}
 }
 
@@ -111,27 +119,27 @@ func testAgentNames(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
 	w.create(t, w.p1.ID, "Support")
-	_, err := w.s.CreateAgent(ctx, newAgent(w.org.ID, w.p1.ID, "SUPPORT"))
+	_, err := w.s.Agents().Create(ctx, w.all(), newAgent(w.p1.ID, "SUPPORT"))
 	wantErr(t, "same name, other case", err, store.ErrConflict)
 	// Another project may use the name.
 	w.create(t, w.p2.ID, "Support")
 	// UniqueName numbers it.
 	for _, want := range []string{"Support (2)", "Support (3)"} {
-		n := newAgent(w.org.ID, w.p1.ID, "Support")
+		n := newAgent(w.p1.ID, "Support")
 		n.UniqueName = true
-		a := must[store.Agent](t, "CreateAgent unique")(w.s.CreateAgent(ctx, n))
+		a := must[store.Agent](t, "CreateAgent unique")(w.s.Agents().Create(ctx, w.all(), n))
 		if a.Name != want {
 			t.Fatalf("unique name = %q, want %q", a.Name, want)
 		}
 	}
-	n := newAgent(w.org.ID, w.p1.ID, "Support (2)")
+	n := newAgent(w.p1.ID, "Support (2)")
 	n.UniqueName = true
-	if a := must[store.Agent](t, "CreateAgent from a numbered name")(w.s.CreateAgent(ctx, n)); a.Name != "Support (4)" {
+	if a := must[store.Agent](t, "CreateAgent from a numbered name")(w.s.Agents().Create(ctx, w.all(), n)); a.Name != "Support (4)" {
 		t.Fatalf("unique name from %q = %q, want Support (4)", "Support (2)", a.Name)
 	}
 	// A deleted agent's name is free again.
 	del := w.create(t, w.p1.ID, "Sales")
-	if _, _, err := w.s.DeleteAgent(ctx, del.ID, time.Now().Add(time.Hour)); err != nil {
+	if _, _, err := w.s.Agents().Delete(ctx, w.all(), del.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	w.create(t, w.p1.ID, "Sales")
@@ -141,12 +149,12 @@ func testAgentNames(t *testing.T, open Opener) {
 	var names []string
 	for range 5 {
 		wg.Go(func() {
-			n := newAgent(w.org.ID, w.p2.ID, "Busy")
+			n := newAgent(w.p2.ID, "Busy")
 			n.UniqueName = true
 			var a store.Agent
 			var err error
 			for range 5 { // a racing creator may take the name first; the API retries likewise
-				if a, err = w.s.CreateAgent(ctx, n); !errors.Is(err, store.ErrConflict) {
+				if a, err = w.s.Agents().Create(ctx, w.all(), n); !errors.Is(err, store.ErrConflict) {
 					break
 				}
 			}
@@ -199,19 +207,19 @@ func testAgentList(t *testing.T, open Opener) {
 		if i%2 == 1 {
 			p = w.p2.ID
 		}
-		na := newAgent(w.org.ID, p, fmt.Sprintf("A%d", i))
+		na := newAgent(p, fmt.Sprintf("A%d", i))
 		if i%3 == 0 {
 			na.Kind, na.Direction = "faq", "outbound"
 		}
-		all = append(all, must[store.Agent](t, "CreateAgent")(w.s.CreateAgent(ctx, na)))
+		all = append(all, must[store.Agent](t, "CreateAgent")(w.s.Agents().Create(ctx, w.all(), na)))
 	}
 	other := newOrg(t, w.s, "Other")
 	op := newProject(t, w.s, other.ID, "P")
-	must[store.Agent](t, "CreateAgent other org")(w.s.CreateAgent(ctx, newAgent(other.ID, op.ID, "X")))
-	if _, _, err := w.s.PublishAgent(ctx, all[2].ID, "", "test"); err != nil {
+	must[store.Agent](t, "Agents.Create other org")(w.s.Agents().Create(ctx, store.OrgScope(other.ID), newAgent(op.ID, "X")))
+	if _, _, err := w.s.Agents().Publish(ctx, w.all(), all[2].ID, "", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.s.DeleteAgent(ctx, all[4].ID, time.Now().Add(time.Hour)); err != nil {
+	if _, _, err := w.s.Agents().Delete(ctx, w.all(), all[4].ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	names := func(as []store.Agent) string {
@@ -221,34 +229,81 @@ func testAgentList(t *testing.T, open Opener) {
 		}
 		return strings.Join(s, " ")
 	}
+	sc := w.all()
 	cases := []struct {
 		name string
+		sc   store.Scope
 		f    store.AgentFilter
+		pg   store.Page
 		want string
 	}{
-		{"all", store.AgentFilter{}, "A0 A1 A2 A3 A5 A6"},
-		{"reach p2", store.AgentFilter{ProjectIDs: []store.ProjectID{w.p2.ID}}, "A1 A3 A5"},
-		{"reach none", store.AgentFilter{ProjectIDs: []store.ProjectID{}}, ""},
-		{"project p1", store.AgentFilter{ProjectID: w.p1.ID}, "A0 A2 A6"},
-		{"project outside reach", store.AgentFilter{ProjectIDs: []store.ProjectID{w.p2.ID}, ProjectID: w.p1.ID}, ""},
-		{"published", store.AgentFilter{Status: store.AgentPublished}, "A2"},
-		{"draft", store.AgentFilter{Status: store.AgentDraft}, "A0 A1 A3 A5 A6"},
-		{"archived", store.AgentFilter{Status: store.AgentArchived}, ""},
-		{"kind", store.AgentFilter{Kind: "faq"}, "A0 A3 A6"},
-		{"direction", store.AgentFilter{Direction: "outbound", ProjectID: w.p1.ID}, "A0 A6"},
-		{"after", store.AgentFilter{AfterID: all[2].ID}, "A3 A5 A6"},
-		{"limit", store.AgentFilter{Limit: 2}, "A0 A1"},
-		{"after and limit", store.AgentFilter{AfterID: all[0].ID, Limit: 2}, "A1 A2"},
+		{"all", sc, store.AgentFilter{}, store.Page{}, "A0 A1 A2 A3 A5 A6"},
+		{"reach p2", sc.Narrow(w.p2.ID), store.AgentFilter{}, store.Page{}, "A1 A3 A5"},
+		{"reach none", store.Scope{Org: w.org.ID}, store.AgentFilter{}, store.Page{}, ""},
+		{"other org", store.OrgScope(other.ID), store.AgentFilter{}, store.Page{}, "X"},
+		{"project p1", sc, store.AgentFilter{ProjectID: w.p1.ID}, store.Page{}, "A0 A2 A6"},
+		{"project outside reach", sc.Narrow(w.p2.ID), store.AgentFilter{ProjectID: w.p1.ID}, store.Page{}, ""},
+		{"published", sc, store.AgentFilter{Status: store.AgentPublished}, store.Page{}, "A2"},
+		{"draft", sc, store.AgentFilter{Status: store.AgentDraft}, store.Page{}, "A0 A1 A3 A5 A6"},
+		{"archived", sc, store.AgentFilter{Status: store.AgentArchived}, store.Page{}, ""},
+		{"kind", sc, store.AgentFilter{Kind: "faq"}, store.Page{}, "A0 A3 A6"},
+		{"direction", sc, store.AgentFilter{Direction: "outbound", ProjectID: w.p1.ID}, store.Page{}, "A0 A6"},
+		{"after", sc, store.AgentFilter{}, store.Page{After: string(all[2].ID)}, "A3 A5 A6"},
+		{"limit, one more", sc, store.AgentFilter{}, store.Page{Limit: 2}, "A0 A1 A2"},
+		{"after and limit", sc, store.AgentFilter{}, store.Page{After: string(all[0].ID), Limit: 2}, "A1 A2 A3"},
 	}
 	for _, c := range cases {
-		c.f.OrgID = w.org.ID
-		got := must[[]store.Agent](t, "ListAgents "+c.name)(w.s.ListAgents(ctx, c.f))
+		got := must[[]store.Agent](t, "Agents.List "+c.name)(w.s.Agents().List(ctx, c.sc, c.f, c.pg))
 		if n := names(got); n != c.want {
-			t.Errorf("ListAgents %s = %q, want %q", c.name, n, c.want)
+			t.Errorf("Agents.List %s = %q, want %q", c.name, n, c.want)
 		}
 	}
-	_, err := w.s.ListAgents(ctx, store.AgentFilter{OrgID: w.org.ID, AfterID: "bad"})
+	_, err := w.s.Agents().List(ctx, sc, store.AgentFilter{}, store.Page{After: "bad"})
 	wantErr(t, "bad cursor", err, store.ErrInvalid)
+}
+
+// testAgentScope: outside the scope (another organization, a project not reached) every read
+// and write of an agent is ErrNotFound, as for an unknown one.
+func testAgentScope(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	a := w.create(t, w.p1.ID, "Support")
+	if _, _, err := w.s.Agents().Publish(ctx, w.all(), a.ID, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	other := newOrg(t, w.s, "Globex")
+	newProject(t, w.s, other.ID, "Theirs")
+	def := json.RawMessage(`{"agent": {}}`)
+	for name, sc := range map[string]store.Scope{
+		"other org":     store.OrgScope(other.ID),
+		"other project": w.all().Narrow(w.p2.ID),
+		"no project":    {Org: w.org.ID},
+	} {
+		_, err := w.s.Agents().Get(ctx, sc, a.ID)
+		wantErr(t, "Get "+name, err, store.ErrNotFound)
+		_, err = w.s.Agents().Change(ctx, sc, a.ID, store.AgentChange{Channels: []string{"chat"}, Definition: def})
+		wantErr(t, "Change "+name, err, store.ErrNotFound)
+		_, _, err = w.s.Agents().Publish(ctx, sc, a.ID, "", "")
+		wantErr(t, "Publish "+name, err, store.ErrNotFound)
+		_, err = w.s.Agents().Version(ctx, sc, a.ID, 1)
+		wantErr(t, "Version "+name, err, store.ErrNotFound)
+		_, err = w.s.Agents().Versions(ctx, sc, a.ID, store.Page{})
+		wantErr(t, "Versions "+name, err, store.ErrNotFound)
+		_, _, err = w.s.Agents().Delete(ctx, sc, a.ID, time.Now().Add(time.Hour))
+		wantErr(t, "Delete "+name, err, store.ErrNotFound)
+	}
+	// Untouched, and reachable through its own project.
+	got := must[store.Agent](t, "Agents.Get own project")(w.s.Agents().Get(ctx, w.all().Narrow(w.p1.ID), a.ID))
+	if got.Version != 1 || got.Deleted() {
+		t.Fatalf("agent after refused writes = %+v", got)
+	}
+	// The system lookups cross organizations.
+	if _, err := w.s.SystemAgents().Get(ctx, a.ID); err != nil {
+		t.Fatalf("SystemAgents.Get: %v", err)
+	}
+	if _, err := w.s.SystemAgents().Version(ctx, a.ID, 1); err != nil {
+		t.Fatalf("SystemAgents.Version: %v", err)
+	}
 }
 
 func testAgentChange(t *testing.T, open Opener) {
@@ -257,25 +312,25 @@ func testAgentChange(t *testing.T, open Opener) {
 	a := w.create(t, w.p1.ID, "Support")
 	w.create(t, w.p1.ID, "Sales")
 	def := json.RawMessage(`{"agent": {"name": "x", "system_prompt": "new"}, "references": {"tools": ["T"]}}`)
-	got := must[store.Agent](t, "ChangeAgent")(w.s.ChangeAgent(ctx, a.ID, store.AgentChange{Description: "d", Channels: []string{"voice"}, Definition: def}))
+	got := must[store.Agent](t, "ChangeAgent")(w.s.Agents().Change(ctx, w.all(), a.ID, store.AgentChange{Description: "d", Channels: []string{"voice"}, Definition: def}))
 	if got.Name != "Support" || got.Description != "d" || !slices.Equal(got.Channels, []string{"voice"}) || !got.UpdatedAt.After(a.UpdatedAt) && !got.UpdatedAt.Equal(a.UpdatedAt) {
 		t.Fatalf("changed agent = %+v", got)
 	}
-	back := must[store.Agent](t, "GetAgent")(w.s.GetAgent(ctx, a.ID))
+	back := must[store.Agent](t, "Agents.Get")(w.s.Agents().Get(ctx, w.all(), a.ID))
 	var d map[string]any
 	json.Unmarshal(back.Definition, &d)
 	if d["agent"].(map[string]any)["system_prompt"] != "new" {
 		t.Fatalf("definition not replaced: %s", back.Definition)
 	}
 	name := "Sales"
-	_, err := w.s.ChangeAgent(ctx, a.ID, store.AgentChange{Name: &name, Channels: []string{"chat"}, Definition: def})
+	_, err := w.s.Agents().Change(ctx, w.all(), a.ID, store.AgentChange{Name: &name, Channels: []string{"chat"}, Definition: def})
 	wantErr(t, "rename to a taken name", err, store.ErrConflict)
 	name = "support" // its own name in another case
-	got = must[store.Agent](t, "rename case")(w.s.ChangeAgent(ctx, a.ID, store.AgentChange{Name: &name, Channels: []string{"chat"}, Definition: def}))
+	got = must[store.Agent](t, "rename case")(w.s.Agents().Change(ctx, w.all(), a.ID, store.AgentChange{Name: &name, Channels: []string{"chat"}, Definition: def}))
 	if got.Name != "support" {
 		t.Fatalf("renamed to %q", got.Name)
 	}
-	_, err = w.s.ChangeAgent(ctx, "0190a6f0-0000-7000-8000-000000000000", store.AgentChange{Channels: []string{"chat"}, Definition: def})
+	_, err = w.s.Agents().Change(ctx, w.all(), "0190a6f0-0000-7000-8000-000000000000", store.AgentChange{Channels: []string{"chat"}, Definition: def})
 	wantErr(t, "change unknown", err, store.ErrNotFound)
 }
 
@@ -283,7 +338,7 @@ func testAgentPublish(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
 	a := w.create(t, w.p1.ID, "Support")
-	v1, pa, err := w.s.PublishAgent(ctx, a.ID, "first", "key-1")
+	v1, pa, err := w.s.Agents().Publish(ctx, w.all(), a.ID, "first", "key-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,25 +346,25 @@ func testAgentPublish(t *testing.T, open Opener) {
 		t.Fatalf("publish 1 = %+v / %+v", v1, pa)
 	}
 	def2 := json.RawMessage(`{"agent": {"v": 2}}`)
-	if _, err := w.s.ChangeAgent(ctx, a.ID, store.AgentChange{Channels: []string{"chat"}, Definition: def2}); err != nil {
+	if _, err := w.s.Agents().Change(ctx, w.all(), a.ID, store.AgentChange{Channels: []string{"chat"}, Definition: def2}); err != nil {
 		t.Fatal(err)
 	}
 	// The frozen version keeps the old definition; the agent has the new one.
-	got1 := must[store.AgentVersion](t, "GetAgentVersion 1")(w.s.GetAgentVersion(ctx, a.ID, 1))
+	got1 := must[store.AgentVersion](t, "GetAgentVersion 1")(w.s.Agents().Version(ctx, w.all(), a.ID, 1))
 	sameJSON(t, "version 1 definition", got1.Definition, a.Definition)
-	v2, _, err := w.s.PublishAgent(ctx, a.ID, strings.Repeat("ü", store.MaxNote), "key-2")
+	v2, _, err := w.s.Agents().Publish(ctx, w.all(), a.ID, strings.Repeat("ü", store.MaxNote), "key-2")
 	if err != nil || v2.Version != 2 {
 		t.Fatalf("publish 2 = %+v, %v", v2, err)
 	}
-	sameJSON(t, "version 2 definition", must[store.AgentVersion](t, "GetAgentVersion 2")(w.s.GetAgentVersion(ctx, a.ID, 2)).Definition, def2)
-	_, _, err = w.s.PublishAgent(ctx, a.ID, strings.Repeat("x", store.MaxNote+1), "")
+	sameJSON(t, "version 2 definition", must[store.AgentVersion](t, "GetAgentVersion 2")(w.s.Agents().Version(ctx, w.all(), a.ID, 2)).Definition, def2)
+	_, _, err = w.s.Agents().Publish(ctx, w.all(), a.ID, strings.Repeat("x", store.MaxNote+1), "")
 	wantErr(t, "long note", err, store.ErrInvalid)
 	for range 3 {
-		if _, _, err := w.s.PublishAgent(ctx, a.ID, "", ""); err != nil {
+		if _, _, err := w.s.Agents().Publish(ctx, w.all(), a.ID, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	vs := must[[]store.AgentVersion](t, "ListAgentVersions")(w.s.ListAgentVersions(ctx, store.VersionFilter{AgentID: a.ID}))
+	vs := must[[]store.AgentVersion](t, "Agents.Versions")(w.s.Agents().Versions(ctx, w.all(), a.ID, store.Page{}))
 	var nums []int
 	for _, v := range vs {
 		nums = append(nums, v.Version)
@@ -317,15 +372,17 @@ func testAgentPublish(t *testing.T, open Opener) {
 	if !slices.Equal(nums, []int{5, 4, 3, 2, 1}) {
 		t.Fatalf("versions newest first = %v", nums)
 	}
-	page := must[[]store.AgentVersion](t, "ListAgentVersions page")(w.s.ListAgentVersions(ctx, store.VersionFilter{AgentID: a.ID, BeforeVersion: 4, Limit: 2}))
-	if len(page) != 2 || page[0].Version != 3 || page[1].Version != 2 {
-		t.Fatalf("page before 4 = %+v", page)
+	page := must[[]store.AgentVersion](t, "Agents.Versions page")(w.s.Agents().Versions(ctx, w.all(), a.ID, store.Page{After: "4", Limit: 2}))
+	if len(page) != 3 || page[0].Version != 3 || page[1].Version != 2 || page[2].Version != 1 {
+		t.Fatalf("page below 4 (one more than the limit) = %+v", page)
 	}
-	_, err = w.s.GetAgentVersion(ctx, a.ID, 6)
+	_, err = w.s.Agents().Versions(ctx, w.all(), a.ID, store.Page{After: "x"})
+	wantErr(t, "bad version cursor", err, store.ErrInvalid)
+	_, err = w.s.Agents().Version(ctx, w.all(), a.ID, 6)
 	wantErr(t, "unknown version", err, store.ErrNotFound)
-	_, err = w.s.GetAgentVersion(ctx, a.ID, 0)
+	_, err = w.s.Agents().Version(ctx, w.all(), a.ID, 0)
 	wantErr(t, "version 0", err, store.ErrNotFound)
-	_, _, err = w.s.PublishAgent(ctx, "0190a6f0-0000-7000-8000-000000000000", "", "")
+	_, _, err = w.s.Agents().Publish(ctx, w.all(), "0190a6f0-0000-7000-8000-000000000000", "", "")
 	wantErr(t, "publish unknown", err, store.ErrNotFound)
 }
 
@@ -338,7 +395,7 @@ func testAgentPublishConcurrent(t *testing.T, open Opener) {
 	got := make(chan int, n)
 	for range n {
 		wg.Go(func() {
-			v, _, err := w.s.PublishAgent(ctx, a.ID, "", "")
+			v, _, err := w.s.Agents().Publish(ctx, w.all(), a.ID, "", "")
 			if err != nil {
 				t.Errorf("concurrent PublishAgent: %v", err)
 				return
@@ -362,12 +419,12 @@ func testAgentDeleteRestorePurge(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
 	a := w.create(t, w.p1.ID, "Support")
-	if _, _, err := w.s.PublishAgent(ctx, a.ID, "", ""); err != nil {
+	if _, _, err := w.s.Agents().Publish(ctx, w.all(), a.ID, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	num := must[store.PhoneNumber](t, "CreatePhoneNumber")(w.s.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: w.org.ID, ProjectID: w.p1.ID, Number: "+14155550100", AgentID: a.ID}))
 	purge := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
-	del, released, err := w.s.DeleteAgent(ctx, a.ID, purge)
+	del, released, err := w.s.Agents().Delete(ctx, w.all(), a.ID, purge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,38 +434,38 @@ func testAgentDeleteRestorePurge(t *testing.T, open Opener) {
 	if n := must[store.PhoneNumber](t, "GetPhoneNumber")(w.s.GetPhoneNumber(ctx, num.ID)); n.AgentID != "" || n.AssignedAt != nil {
 		t.Fatalf("number still assigned after delete: %+v", n)
 	}
-	_, err = w.s.GetAgent(ctx, a.ID)
-	wantErr(t, "GetAgent deleted", err, store.ErrNotFound)
-	_, _, err = w.s.DeleteAgent(ctx, a.ID, purge)
+	_, err = w.s.Agents().Get(ctx, w.all(), a.ID)
+	wantErr(t, "Agents.Get deleted", err, store.ErrNotFound)
+	_, _, err = w.s.Agents().Delete(ctx, w.all(), a.ID, purge)
 	wantErr(t, "delete twice", err, store.ErrNotFound)
-	_, _, err = w.s.PublishAgent(ctx, a.ID, "", "")
+	_, _, err = w.s.Agents().Publish(ctx, w.all(), a.ID, "", "")
 	wantErr(t, "publish deleted", err, store.ErrNotFound)
 	// Restore: published again, since it was published before.
 	w.create(t, w.p1.ID, "Support") // the name is taken meanwhile
-	_, err = w.s.RestoreAgent(ctx, a.ID, "")
+	_, err = w.s.SystemAgents().Restore(ctx, a.ID, "")
 	wantErr(t, "restore onto a taken name", err, store.ErrConflict)
-	r := must[store.Agent](t, "RestoreAgent renamed")(w.s.RestoreAgent(ctx, a.ID, "Support (old)"))
+	r := must[store.Agent](t, "RestoreAgent renamed")(w.s.SystemAgents().Restore(ctx, a.ID, "Support (old)"))
 	if r.Status != store.AgentPublished || r.Deleted() || r.Name != "Support (old)" {
 		t.Fatalf("restored = %+v", r)
 	}
-	_, err = w.s.RestoreAgent(ctx, a.ID, "")
+	_, err = w.s.SystemAgents().Restore(ctx, a.ID, "")
 	wantErr(t, "restore a live agent", err, store.ErrNotFound)
 	// Purge: only agents due by now go, with their versions.
 	d2 := w.create(t, w.p2.ID, "Later")
-	w.s.DeleteAgent(ctx, a.ID, purge)
-	w.s.DeleteAgent(ctx, d2.ID, purge.Add(time.Hour))
-	gone := must[[]store.Agent](t, "PurgeAgents")(w.s.PurgeAgents(ctx, purge, 10))
+	w.s.Agents().Delete(ctx, w.all(), a.ID, purge)
+	w.s.Agents().Delete(ctx, w.all(), d2.ID, purge.Add(time.Hour))
+	gone := must[[]store.Agent](t, "PurgeAgents")(w.s.SystemAgents().PurgeDue(ctx, purge, 10))
 	if len(gone) != 1 || gone[0].ID != a.ID {
 		t.Fatalf("purged %+v, want only %s", gone, a.ID)
 	}
-	_, err = w.s.GetAgentIncludingDeleted(ctx, a.ID)
+	_, err = w.s.SystemAgents().GetIncludingDeleted(ctx, a.ID)
 	wantErr(t, "purged agent", err, store.ErrNotFound)
-	_, err = w.s.GetAgentVersion(ctx, a.ID, 1)
+	_, err = w.s.SystemAgents().Version(ctx, a.ID, 1)
 	wantErr(t, "purged agent's version", err, store.ErrNotFound)
-	if got := must[store.Agent](t, "not yet due")(w.s.GetAgentIncludingDeleted(ctx, d2.ID)); !got.Deleted() {
+	if got := must[store.Agent](t, "not yet due")(w.s.SystemAgents().GetIncludingDeleted(ctx, d2.ID)); !got.Deleted() {
 		t.Fatal("agent not due was changed")
 	}
-	if gone := must[[]store.Agent](t, "PurgeAgents again")(w.s.PurgeAgents(ctx, purge, 10)); len(gone) != 0 {
+	if gone := must[[]store.Agent](t, "PurgeAgents again")(w.s.SystemAgents().PurgeDue(ctx, purge, 10)); len(gone) != 0 {
 		t.Fatalf("second purge removed %d", len(gone))
 	}
 }
@@ -570,7 +627,7 @@ func testAssignWhileDeleting(t *testing.T, open Opener) {
 		n := must[store.PhoneNumber](t, "CreatePhoneNumber")(w.s.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: w.org.ID, ProjectID: w.p1.ID, Number: fmt.Sprintf("+1415555%04d", i)}))
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, _, err := w.s.DeleteAgent(ctx, a.ID, time.Now().Add(time.Hour)); err != nil {
+			if _, _, err := w.s.Agents().Delete(ctx, w.all(), a.ID, time.Now().Add(time.Hour)); err != nil {
 				t.Errorf("DeleteAgent: %v", err)
 			}
 		})
