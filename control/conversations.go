@@ -83,6 +83,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	a.Services()
 }
 
 // runConversationWorkers runs, with the worker role, the jobs of conversations: dialling the
@@ -116,7 +117,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	}
 	job(dialEvery, "scheduled calls", func(ctx context.Context) error {
 		for {
-			placed, err := a.DialDueCalls(ctx, n.cfg.NodeID)
+			placed, err := a.Calls.DialDue(ctx, n.cfg.NodeID)
 			if err != nil || placed == 0 {
 				return err
 			}
@@ -127,7 +128,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 		return err
 	})
 	job(purgeEvery, "unused attachments", func(ctx context.Context) error {
-		_, err := a.PurgeAttachments(ctx)
+		_, err := a.Chats.PurgeAttachments(ctx)
 		return err
 	})
 	job(purgeEvery, "deleted agents past their purge time", func(ctx context.Context) error {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/calls"
+	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/fault"
@@ -50,6 +52,8 @@ type API struct {
 	// The domain services the operations call.
 	Numbers  *numbers.Service
 	Projects *projects.Service
+	Calls    *calls.Service
+	Chats    *chats.Service
 }
 
 func (a *API) now() time.Time {
@@ -71,6 +75,7 @@ func (a *API) Routes() chi.Router {
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
 	}
+	a.Services()
 	r := chi.NewRouter()
 	r.Use(a.gate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +90,24 @@ func (a *API) Routes() chi.Router {
 		r.Method(op.Method, op.Path, a.handler(op))
 	}
 	return r
+}
+
+// Services makes the domain services of conversations' starts that were not given, over the
+// runtime (adapted to the domain's interfaces by runtimeAdapter) and the API's limits and clock. Routes
+// calls it; a node whose workers call the services calls it once its runtime is set.
+func (a *API) Services() {
+	if a.Log == nil {
+		a.Log = slog.New(slog.DiscardHandler)
+	}
+	m := runtimeAdapter{rt: a.Runtime, log: a.Log}
+	rules := calls.Rules{Store: a.Store, Definitions: m}
+	if a.Calls == nil {
+		a.Calls = &calls.Service{Store: a.Store, Rules: rules, Media: m,
+			MaxCalls: a.MaxCalls, WebCallsPerDay: a.WebCallsPerDay, Now: a.now, Log: a.Log}
+	}
+	if a.Chats == nil {
+		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
 }
 
 // allowedMethods lists the methods the operations take at a /v1 path.

@@ -27,7 +27,10 @@ import (
 //go:embed openapi_components.json
 var componentsJSON []byte
 
-// conversationsJSON holds the schemas of calls, chats and conversations.
+// conversationsJSON holds the hand-written schemas of the conversation reads and live steering
+// (transcripts, live transcript, commands, deletions), which have not moved to typed operations
+// yet; the starts (calls, scheduled calls, web calls, chats, attachments) and the Conversation
+// object are reflected from their Go types (control/app/calls, chats, conversations).
 //
 //go:embed openapi_conversations.json
 var conversationsJSON []byte

@@ -47,6 +47,8 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Agents", testAgents},
 		{"Conversations", testConversations},
+		{"ScheduledCallsScope", testScheduledCallsScope},
+		{"StartLookupsScope", testStartLookupsScope},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
