@@ -96,6 +96,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	a.Services()
 }
 
 // runConversationWorkers runs, with the worker role, the jobs of conversations on the job
@@ -128,7 +129,7 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 	// The next second's run supersedes a failed dial or reap; a failed purge is retried.
 	periodic(kindDialDue, dialEvery, 1, func(ctx context.Context) error {
 		for {
-			placed, err := a.DialDueCalls(ctx, nodeID)
+			placed, err := a.Calls.DialDue(ctx, nodeID)
 			if err != nil || placed == 0 {
 				return err
 			}
@@ -139,7 +140,7 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		return err
 	})
 	periodic(kindPurgeAttachments, purgeEvery, 0, func(ctx context.Context) error {
-		_, err := a.PurgeAttachments(ctx)
+		_, err := a.Chats.PurgeAttachments(ctx)
 		return err
 	})
 	periodic(kindPurgeAgents, purgeEvery, 0, func(ctx context.Context) error {

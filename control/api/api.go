@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/calls"
+	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
@@ -54,6 +56,8 @@ type API struct {
 	Numbers       *numbers.Service
 	Projects      *projects.Service
 	Conversations *conversations.Service
+	Calls         *calls.Service
+	Chats         *chats.Service
 }
 
 func (a *API) now() time.Time {
@@ -78,12 +82,7 @@ func (a *API) Routes() chi.Router {
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
 	}
-	if a.Conversations == nil {
-		a.Conversations = &conversations.Service{Store: a.Store, DataDir: a.DataDir, Log: a.Log, Now: a.Now}
-		if a.Runtime != nil { // a nil *runtime.Runtime would make a non-nil interface
-			a.Conversations.Runtime = a.Runtime
-		}
-	}
+	a.Services()
 	r := chi.NewRouter()
 	r.Use(cors)
 	r.Use(a.gate)
@@ -99,6 +98,30 @@ func (a *API) Routes() chi.Router {
 		r.Method(op.Method, op.Path, a.handler(op))
 	}
 	return r
+}
+
+// Services makes the domain services of conversations' starts that were not given, over the
+// runtime (adapted to the domain's interfaces by runtimeAdapter) and the API's limits and clock. Routes
+// calls it; a node whose workers call the services calls it once its runtime is set.
+func (a *API) Services() {
+	if a.Log == nil {
+		a.Log = slog.New(slog.DiscardHandler)
+	}
+	if a.Conversations == nil {
+		a.Conversations = &conversations.Service{Store: a.Store, DataDir: a.DataDir, Log: a.Log, Now: a.Now}
+		if a.Runtime != nil { // a nil *runtime.Runtime would make a non-nil interface
+			a.Conversations.Runtime = a.Runtime
+		}
+	}
+	m := runtimeAdapter{rt: a.Runtime, log: a.Log}
+	rules := calls.Rules{Store: a.Store, Definitions: m}
+	if a.Calls == nil {
+		a.Calls = &calls.Service{Store: a.Store, Rules: rules, Media: m,
+			MaxCalls: a.MaxCalls, WebCallsPerDay: a.WebCallsPerDay, Now: a.now, Log: a.Log}
+	}
+	if a.Chats == nil {
+		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
 }
 
 // allowedMethods lists the methods the operations take at a /v1 path.

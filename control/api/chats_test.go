@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/parley-voice/parley/control/store"
@@ -212,7 +213,7 @@ func testChatAttachments(t *testing.T, e engine) {
 	if r := upload("photo", pngBytes(t)); r.Status != 422 || r.Code() != fault.CodeValidationFailed {
 		t.Fatalf("a part named photo: %s", r)
 	}
-	if r := upload("file", bytes.Repeat([]byte{0x89}, maxAttachment+10)); r.Status != 413 || r.Code() != fault.CodeBodyTooLarge {
+	if r := upload("file", bytes.Repeat([]byte{0x89}, chats.MaxAttachment+10)); r.Status != 413 || r.Code() != fault.CodeBodyTooLarge {
 		t.Fatalf("too large: %s", r)
 	}
 	w.fails(t, 415, fault.CodeUnsupportedMediaType, req{method: "POST", path: "/v1/attachments", key: kTest, body: `{"file": "x"}`})

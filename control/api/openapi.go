@@ -18,43 +18,20 @@ import (
 )
 
 // The OpenAPI 3.1 document (served at /openapi.v1.json without authentication). Its component
-// schemas are openapi_components.json and the agent definition's schema (package agentdef); its
+// schemas are reflected from the Go types of the operations (schema.go) and, hand-written, the
+// agent definition's schema (package agentdef); its
 // paths are made from operations(), with each operation's permission (x-permission), key kind
 // (x-live-key-only), Idempotency-Key use (x-idempotency), parameters, strict body schemas,
 // answers and the problem codes it can answer. The same schemas check request bodies at run
 // time, so the document is what the service enforces.
-
-//go:embed openapi_components.json
-var componentsJSON []byte
-
-// conversationsJSON holds the hand-written schemas of the operations that start conversations
-// (calls, scheduled calls, web calls, chats, test inbound calls), which are not yet declared
-// with typed Go types; the schemas of reading and steering conversations are reflected from
-// package conversations. It shrinks as those operations move, and goes when they have.
-//
-//go:embed openapi_conversations.json
-var conversationsJSON []byte
 
 // docURL names the document when its schemas are compiled.
 const docURL = "https://parley.dev/openapi.v1.json"
 
 // document builds the document once, without servers (OpenAPIDocument adds them).
 var document = sync.OnceValues(func() (map[string]any, error) {
-	v, err := jsoncheck.Decode(componentsJSON)
-	if err != nil {
-		return nil, fmt.Errorf("api: openapi_components.json: %w", err)
-	}
-	schemas := v.(map[string]any)
-	cv, err := jsoncheck.Decode(conversationsJSON)
-	if err != nil {
-		return nil, fmt.Errorf("api: openapi_conversations.json: %w", err)
-	}
-	for name, s := range cv.(map[string]any) {
-		if _, dup := schemas[name]; dup {
-			return nil, fmt.Errorf("api: component %s is defined twice", name)
-		}
-		schemas[name] = s
-	}
+	registerSchema(problemType) // the answer of every error
+	schemas := map[string]any{}
 	paths := map[string]any{}
 	for _, op := range operations() {
 		item, _ := paths["/v1"+op.Path].(map[string]any)

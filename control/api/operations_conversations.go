@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/fault"
 )
@@ -24,23 +25,20 @@ const (
 
 // conversationOperations are the operations of calls, chats and conversations.
 func conversationOperations() []*operation {
-	convID := param{Name: "conversation_id", In: "path", Type: "string", Format: "uuid", Description: "The conversation."}
-	schedID := param{Name: "scheduled_call_id", In: "path", Type: "string", Format: "uuid", Description: "The scheduled call."}
 	startCodes := []string{fault.CodeAgentNotFound, fault.CodeAgentNotPublished, fault.CodeChannelDisabled, fault.CodeProjectFrozen, fault.CodeCreditExhausted}
 	steerCodes := []string{fault.CodeConversationNotFound, fault.CodeConversationEnded, fault.CodeConversationNotLive, fault.CodeProjectFrozen, fault.CodeUpstreamUnreachable}
 	return []*operation{
-		{
+		typed(operation{
 			ID: "createCall", Method: http.MethodPost, Path: "/calls", Tag: "Calls",
 			Summary: "Call a phone number with an outbound agent",
 			Description: "Answers 201 with the conversation, pending until the phone is answered. The same request with the same Idempotency-Key returns the same conversation and dials once. " +
 				"from_number or phone_number_id (never both) picks one of the agent's numbers; with neither, the agent's first. call_window refuses a call outside its hours with 422 outside_call_window, whose opens_at says when it opens. " +
 				"501 when no node runs the media role with a SIP trunk; 502 when the media node or the trunk cannot be reached; 429 too_many_calls when the organization has as many calls going as it may.",
 			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
-			Body:   "CallCreate",
-			Codes:  append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodeOutsideCallWindow, fault.CodeTooManyCalls, fault.CodePhoneUnavailable, fault.CodeUpstreamUnreachable),
-			Status: http.StatusCreated, Response: "Conversation", Location: true,
-			Handle: (*API).createCall,
-		},
+			Codes:    append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodeOutsideCallWindow, fault.CodeTooManyCalls, fault.CodePhoneUnavailable, fault.CodeUpstreamUnreachable),
+			Status:   http.StatusCreated,
+			Location: true, Locate: conversationPath,
+		}, (*API).createCall),
 		typed(operation{
 			ID: "endConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/end", Tag: "Conversations",
 			Summary:     "End a live call or chat",
@@ -49,93 +47,75 @@ func conversationOperations() []*operation {
 			Codes:  steerCodes,
 			Status: http.StatusAccepted,
 		}, (*API).endConversation),
-		{
+		typed(operation{
 			ID: "listScheduledCalls", Method: http.MethodGet, Path: "/scheduled-calls", Tag: "Calls",
 			Summary:    "List scheduled calls, newest first",
 			Permission: "conversations:read",
-			Params: []param{
-				{Name: "agent_id", In: "query", Type: "string", Format: "uuid", Description: "Only this agent's calls."},
-				{Name: "status", In: "query", Type: "string", Enum: []string{"scheduled", "dialing", "placed", "failed", "cancelled"}},
-			},
-			List:   true,
-			Status: http.StatusOK, Response: "ScheduledCallList",
-			Handle: (*API).listScheduledCalls,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).listScheduledCalls),
+		typed(operation{
 			ID: "createScheduledCall", Method: http.MethodPost, Path: "/scheduled-calls", Tag: "Calls",
 			Summary: "Schedule a call",
 			Description: "The body of POST /v1/calls plus dial_at, the earliest the call may be placed (now when omitted or past; at most 30 days ahead). With a call_window the call goes at the window's first opening at or after dial_at (due_at). " +
 				"The request is checked now and again when a worker dials it.",
 			Permission: "calls:write", Changes: true, Idempotency: idemRequired,
-			Body:   "ScheduledCallCreate",
-			Codes:  append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodePhoneUnavailable),
-			Status: http.StatusCreated, Response: "ScheduledCall", Location: true,
-			Handle: (*API).createScheduledCall,
-		},
-		{
+			Codes:    append(append([]string{}, startCodes...), fault.CodeAgentNotOutbound, fault.CodeNoNumberToCallFrom, fault.CodeDoNotCall, fault.CodePhoneUnavailable),
+			Status:   http.StatusCreated,
+			Location: true, Locate: scheduledCallPath,
+		}, (*API).createScheduledCall),
+		typed(operation{
 			ID: "getScheduledCall", Method: http.MethodGet, Path: "/scheduled-calls/{scheduled_call_id}", Tag: "Calls",
 			Summary:    "Get a scheduled call",
 			Permission: "conversations:read",
-			Params:     []param{schedID},
 			Codes:      []string{fault.CodeScheduledCallNotFound},
-			Status:     http.StatusOK, Response: "ScheduledCall",
-			Handle: (*API).getScheduledCall,
-		},
-		{
+			Status:     http.StatusOK,
+		}, (*API).getScheduledCall),
+		typed(operation{
 			ID: "cancelScheduledCall", Method: http.MethodDelete, Path: "/scheduled-calls/{scheduled_call_id}", Tag: "Calls",
 			Summary:     "Cancel a scheduled call that is still waiting",
 			Description: "409 scheduled_call_not_cancellable once a worker is dialling it, or it was placed, failed or cancelled.",
 			Permission:  "calls:write", Changes: true,
-			Params: []param{schedID},
 			Codes:  []string{fault.CodeScheduledCallNotFound, fault.CodeScheduledNotCancelable, fault.CodeProjectFrozen},
-			Status: http.StatusOK, Response: "ScheduledCall",
-			Handle: (*API).cancelScheduledCall,
-		},
-		{
+			Status: http.StatusOK,
+		}, (*API).cancelScheduledCall),
+		typedRaw[uploadAttachmentIn, chats.Attachment](operation{
 			ID: "uploadAttachment", Method: http.MethodPost, Path: "/attachments", Tag: "Chats",
 			Summary: "Upload a picture to send in a chat message",
 			Description: "multipart/form-data with one part named file: a PNG, JPEG, WebP or GIF picture (the type is read from the content) of at most 5 MB. " +
 				"Send its id in attachment_ids; it then belongs to that conversation and is deleted with it. A picture no message used is removed after a day.",
 			Permission: "attachments:write", Changes: true, Multipart: true, MaxBody: MaxUploadBytes,
-			Body:   "AttachmentUpload",
 			Codes:  []string{fault.CodeUnsupportedImage},
-			Status: http.StatusCreated, Response: "Attachment",
-			Handle: (*API).uploadAttachment,
-		},
-		{
+			Status: http.StatusCreated,
+		}, (*API).uploadAttachment),
+		typed(operation{
 			ID: "createChat", Method: http.MethodPost, Path: "/chats", Tag: "Chats",
 			Summary:     "Start a chat with an agent",
 			Description: "The agent must be published and take the chat channel. Answers 201 with the conversation (in progress) and its transcript so far: the agent's first message, when it has one. A test key chats with the fake providers (the agent answers \"You said: …\").",
 			Permission:  "chats:write", Changes: true, Idempotency: idemOptional,
-			Body:   "ChatCreate",
-			Codes:  append(append([]string{}, startCodes...), fault.CodeProviderUnavailable),
-			Status: http.StatusCreated, Response: "ConversationWithTranscript", Location: true,
-			Handle: (*API).createChat,
-		},
-		{
+			Codes:    append(append([]string{}, startCodes...), fault.CodeProviderUnavailable),
+			Status:   http.StatusCreated,
+			Location: true, Locate: conversationPath,
+		}, (*API).createChat),
+		typedRaw[sendMessageIn, chats.ChatTurn](operation{
 			ID: "sendMessage", Method: http.MethodPost, Path: "/conversations/{conversation_id}/messages", Tag: "Chats",
 			Summary:     "Send the next message of a chat and get the agent's reply",
 			Description: "One message at a time. With an Idempotency-Key the same message again returns the reply it already got (as a stream of one done event when a stream is asked for).",
 			Permission:  "chats:write", Changes: true, Idempotency: idemOptional,
-			Body:   "MessageCreate",
-			Params: []param{convID},
 			Stream: true, StreamDoc: "With stream: true or Accept: text/event-stream the answer is text/event-stream: event delta (data {\"text\": …}, a piece of the reply, flushed as the model writes it), then event done (data: the ChatTurn) or event error (data {\"code\", \"detail\"}).",
 			Replay: replayMessage,
 			Codes:  []string{fault.CodeConversationNotFound, fault.CodeCreditExhausted, fault.CodeConversationEnded, fault.CodeChatLengthReached, fault.CodeAgentBusy, fault.CodeNotAChat, fault.CodeProviderUnavailable},
-			Status: http.StatusOK, Response: "ChatTurn",
-			Handle: (*API).sendMessage,
-		},
-		{
+			Status: http.StatusOK,
+		}, (*API).sendMessage),
+		typed(operation{
 			ID: "createWebCall", Method: http.MethodPost, Path: "/web-calls", Tag: "Calls",
 			Summary: "Start a browser voice call",
 			Description: "Called from your server (a live key). The page joins with url and token; the token joins this one call and lasts 15 minutes. " +
 				"The conversation is pending until the page joins, then in progress; it ends no_answer when nobody joins in time. A retry with the same Idempotency-Key returns the same call.",
 			Permission: "calls:write", LiveOnly: true, Changes: true, Idempotency: idemOptional,
-			Body:   "WebCallCreate",
 			Codes:  append(append([]string{}, startCodes...), fault.CodeTooManyCalls, fault.CodeDailyLimit, fault.CodeVoiceUnavailable, fault.CodeUpstreamUnreachable),
-			Status: http.StatusCreated, Response: "WebCall",
-			Handle: (*API).createWebCall,
-		},
+			Status: http.StatusCreated,
+			Locate: conversationPath, // the answer carries Location, which the interface does not promise
+		}, (*API).createWebCall),
 		typed(operation{
 			ID: "listConversations", Method: http.MethodGet, Path: "/conversations", Tag: "Conversations",
 			Summary:    "List conversations, newest first",
@@ -227,17 +207,16 @@ func conversationOperations() []*operation {
 			Codes:  append(append([]string{}, steerCodes...), fault.CodeNotTransferable),
 			Status: http.StatusAccepted,
 		}, (*API).transferConversation),
-		{
+		typed(operation{
 			ID: "createTestInboundCall", Method: http.MethodPost, Path: "/test/inbound-calls", Tag: "Testing",
 			Summary: "Simulate an inbound phone call to an inbound agent, with no carrier",
 			Description: "Name the agent (agent_id) or the number called (to_number); lines are what the caller says, one per turn. The call runs end to end through the engine with the fake providers, in text: its statuses, transcript, steering and events are the real ones. " +
 				"It is always a test-mode conversation (found with a test key), and costs nothing.",
 			Permission: "calls:write", Changes: true,
-			Body:   "TestInboundCallCreate",
-			Codes:  []string{fault.CodeAgentNotFound, fault.CodePhoneNumberNotFound, fault.CodeAgentNotInbound, fault.CodeAgentNotPublished, fault.CodeChannelDisabled, fault.CodeProjectFrozen, fault.CodeTooManyCalls},
-			Status: http.StatusCreated, Response: "Conversation", Location: true,
-			Handle: (*API).createTestInboundCall,
-		},
+			Codes:    []string{fault.CodeAgentNotFound, fault.CodePhoneNumberNotFound, fault.CodeAgentNotInbound, fault.CodeAgentNotPublished, fault.CodeChannelDisabled, fault.CodeProjectFrozen, fault.CodeTooManyCalls},
+			Status:   http.StatusCreated,
+			Location: true, Locate: conversationPath,
+		}, (*API).createTestInboundCall),
 		typed(operation{
 			ID: "listenConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/listen", Tag: "Conversations",
 			Summary: "Listen to (or take over) a live voice call from a browser",

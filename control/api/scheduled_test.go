@@ -51,9 +51,9 @@ func testScheduledCalls(t *testing.T, e engine) {
 	// Checked again when dialled: this one goes on the do-not-call list meanwhile.
 	blocked := w.must(t, http.StatusCreated, sched(kTest, "s6", map[string]any{"to_number": "+14155550177"}))
 	w.st.AddDoNotCall(ctx, w.org.ID, "+14155550177", "")
-	placed, err := w.api.DialDueCalls(ctx, "worker-1")
+	placed, err := w.api.Calls.DialDue(ctx, "worker-1")
 	if err != nil || placed != 1 {
-		t.Fatalf("DialDueCalls = %d, %v", placed, err)
+		t.Fatalf("DialDue = %d, %v", placed, err)
 	}
 	got := w.must(t, 200, req{method: "GET", path: "/v1/scheduled-calls/" + due.Str("id"), key: kTest})
 	if got.Str("status") != "placed" || got.Str("conversation_id") == "" || got.JSON["placed_at"] == nil {
@@ -103,7 +103,7 @@ func testScheduledCallsTwoWorkers(t *testing.T, e engine) {
 	for _, worker := range []string{"w1", "w2"} {
 		wg.Go(func() {
 			for {
-				placed, err := w.api.DialDueCalls(ctx, worker)
+				placed, err := w.api.Calls.DialDue(ctx, worker)
 				if err != nil {
 					t.Errorf("%s: %v", worker, err)
 					return

@@ -126,7 +126,9 @@ func inputBindings(op *operation, t reflect.Type) bindings {
 				panic(fmt.Sprintf("api: %s: Body needs body:\"required\" or body:\"optional\"", op.ID))
 			}
 			op.Body = registerSchema(f.Type)
-			bs = append(bs, binding{field: f.Index, in: "body"})
+			if !op.Multipart { // a multipart body is read by its handler; Body documents it
+				bs = append(bs, binding{field: f.Index, in: "body"})
+			}
 		case f.Anonymous:
 		default:
 			panic(fmt.Sprintf("api: %s: input field %s has no path, query or body tag", op.ID, f.Name))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -46,17 +45,6 @@ type ScheduledCall struct {
 	CancelledAt    *time.Time
 }
 
-// ScheduledCallFilter selects scheduled calls, newest first.
-type ScheduledCallFilter struct {
-	OrgID      OrgID
-	Mode       Mode
-	ProjectIDs []ProjectID // nil: every project
-	AgentID    AgentID
-	Status     string
-	BeforeID   ScheduledCallID
-	Limit      int
-}
-
 const schedCols = `id, org_id, project_id, agent_id, mode, request, to_number, dial_at, due_at, status, failure_code, failure_reason,
 	conversation_id, attempts, leased_by, lease_until, created_at, updated_at, placed_at, cancelled_at`
 
@@ -66,102 +54,6 @@ func scanScheduled(r rowScanner) (ScheduledCall, error) {
 		timeCol{&s.DueAt}, &s.Status, nullTextCol[string]{&s.FailureCode}, nullTextCol[string]{&s.FailureReason},
 		nullTextCol[ConversationID]{&s.ConversationID}, &s.Attempts, nullTextCol[string]{&s.LeasedBy}, nullTimeCol{&s.LeaseUntil},
 		timeCol{&s.CreatedAt}, timeCol{&s.UpdatedAt}, nullTimeCol{&s.PlacedAt}, nullTimeCol{&s.CancelledAt})
-	return s, err
-}
-
-// CreateScheduledCall stores a call to place at s.DueAt.
-func (q *Queries) CreateScheduledCall(ctx context.Context, s ScheduledCall) (ScheduledCall, error) {
-	switch {
-	case !validID(s.OrgID) || !validID(s.ProjectID) || !validID(s.AgentID):
-		return ScheduledCall{}, fmt.Errorf("store: %w: scheduled call ids", ErrInvalid)
-	case s.Mode != ModeLive && s.Mode != ModeTest:
-		return ScheduledCall{}, fmt.Errorf("store: %w: mode %q", ErrInvalid, s.Mode)
-	case !isJSONObject(s.Request):
-		return ScheduledCall{}, fmt.Errorf("store: %w: the request is not a JSON object", ErrInvalid)
-	case s.DialAt.IsZero() || s.DueAt.IsZero() || s.DueAt.Before(s.DialAt):
-		return ScheduledCall{}, fmt.Errorf("store: %w: due_at must be set and not before dial_at", ErrInvalid)
-	case s.ToNumber == "":
-		return ScheduledCall{}, fmt.Errorf("store: %w: no number to call", ErrInvalid)
-	}
-	now := q.s.timeNow()
-	s.ID, s.Status, s.CreatedAt, s.UpdatedAt = newID[ScheduledCallID](), ScheduledWaiting, now, now
-	s.DialAt, s.DueAt = normTime(s.DialAt), normTime(s.DueAt)
-	s.FailureCode, s.FailureReason, s.ConversationID, s.Attempts, s.LeasedBy, s.LeaseUntil = "", "", "", 0, "", nil
-	_, err := q.exec(ctx, "create scheduled call",
-		`INSERT INTO scheduled_calls (id, org_id, project_id, agent_id, mode, request, to_number, dial_at, due_at, status, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-		string(s.ID), string(s.OrgID), string(s.ProjectID), string(s.AgentID), string(s.Mode), string(s.Request), s.ToNumber,
-		ts(s.DialAt), ts(s.DueAt), s.Status, ts(now))
-	if err != nil {
-		return ScheduledCall{}, err
-	}
-	return s, nil
-}
-
-// GetScheduledCall returns a scheduled call, or ErrNotFound.
-func (q *Queries) GetScheduledCall(ctx context.Context, id ScheduledCallID) (ScheduledCall, error) {
-	if !validID(id) {
-		return ScheduledCall{}, notFound("scheduled call", id)
-	}
-	var s ScheduledCall
-	err := q.get(ctx, "get scheduled call", `SELECT `+schedCols+` FROM scheduled_calls WHERE id = $1`, []any{string(id)},
-		func(r rowScanner) (err error) { s, err = scanScheduled(r); return err })
-	return s, err
-}
-
-// ListScheduledCalls returns scheduled calls newest first.
-func (q *Queries) ListScheduledCalls(ctx context.Context, f ScheduledCallFilter) ([]ScheduledCall, error) {
-	if !validID(f.OrgID) || (f.BeforeID != "" && !validID(f.BeforeID)) {
-		return nil, fmt.Errorf("store: %w: bad organization or cursor ID", ErrInvalid)
-	}
-	where := []string{"org_id = $1", "mode = $2"}
-	args := []any{string(f.OrgID), string(f.Mode)}
-	if f.ProjectIDs != nil {
-		if len(f.ProjectIDs) == 0 {
-			return nil, nil
-		}
-		var ps []string
-		for _, p := range f.ProjectIDs {
-			args = append(args, string(p))
-			ps = append(ps, fmt.Sprintf("$%d", len(args)))
-		}
-		where = append(where, "project_id IN ("+strings.Join(ps, ", ")+")")
-	}
-	if f.AgentID != "" {
-		args = append(args, string(f.AgentID))
-		where = append(where, fmt.Sprintf("agent_id = $%d", len(args)))
-	}
-	if f.Status != "" {
-		args = append(args, f.Status)
-		where = append(where, fmt.Sprintf("status = $%d", len(args)))
-	}
-	if f.BeforeID != "" {
-		args = append(args, string(f.BeforeID))
-		where = append(where, fmt.Sprintf("id < $%d", len(args)))
-	}
-	args = append(args, clampLimit(f.Limit))
-	return list(ctx, q, "list scheduled calls",
-		`SELECT `+schedCols+` FROM scheduled_calls WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)),
-		args, scanScheduled)
-}
-
-// CancelScheduledCall cancels a call that is still waiting. A call that is dialling, placed,
-// failed or cancelled already is ErrConflict (the returned call shows its status).
-func (q *Queries) CancelScheduledCall(ctx context.Context, id ScheduledCallID, at time.Time) (ScheduledCall, error) {
-	var s ScheduledCall
-	err := q.atomic(ctx, func(q *Queries) error {
-		now := ts(normTime(at))
-		err := q.get(ctx, "cancel scheduled call",
-			`UPDATE scheduled_calls SET status = 'cancelled', cancelled_at = $2, updated_at = $2 WHERE id = $1 AND status = 'scheduled' RETURNING `+schedCols,
-			[]any{string(id), now}, func(r rowScanner) (err error) { s, err = scanScheduled(r); return err })
-		if err == nil || !isNotFound(err) {
-			return err
-		}
-		if s, err = q.GetScheduledCall(ctx, id); err != nil {
-			return err
-		}
-		return fmt.Errorf("store: cancel scheduled call %s: %w: it is %s", id, ErrConflict, s.Status)
-	})
 	return s, err
 }
 

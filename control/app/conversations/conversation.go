@@ -1,3 +1,7 @@
+// Package conversations holds the conversation resource of the interface: the Conversation
+// object every start answers (calls, web calls, chats, test calls) and every read returns, and
+// the rules of reading, steering and deleting conversations. It must never import net/http or
+// the runtime: the domain layer speaks in store types and its own.
 package conversations
 
 import (
@@ -5,29 +9,27 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/store"
-	"github.com/parley-voice/parley/session"
 )
 
-// Conversation is the Conversation object of the interface: the answer of createCall and the
-// items of listConversations.
+// Conversation is the Conversation object of the interface.
 type Conversation struct {
 	Object          string          `json:"object" jsonschema:"enum=conversation"`
 	ID              string          `json:"id" jsonschema:"format=uuid"`
 	ProjectID       string          `json:"project_id" jsonschema:"format=uuid"`
 	AgentID         string          `json:"agent_id" jsonschema:"format=uuid"`
-	AgentVersion    *int            `json:"agent_version" doc:"The published version it runs with; null: the live definition." jsonschema:"nullable,minimum=1"`
+	AgentVersion    *int            `json:"agent_version" jsonschema:"minimum=1,nullable"`
 	Channel         string          `json:"channel" doc:"phone: a SIP call; voice: a browser call; chat: a text chat; whatsapp: the messaging app." jsonschema:"enum=phone,enum=voice,enum=chat,enum=whatsapp"`
 	Direction       string          `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
-	Mode            string          `json:"mode" doc:"The key mode it was made with." jsonschema:"enum=live,enum=test"`
+	Mode            string          `json:"mode" jsonschema:"enum=live,enum=test"`
 	Status          string          `json:"status" doc:"Moves forward only: pending (created; a call not ringing yet) → ringing (a phone call ringing) → in_progress (answered; a chat from its start) → ended. A call that is never answered goes from pending or ringing to ended." jsonschema:"enum=pending,enum=ringing,enum=in_progress,enum=ended"`
-	EndReason       *string         `json:"end_reason" doc:"Why it ended; null until it has. An open set: a client must tolerate values it does not know." jsonschema:"nullable,enum=completed,enum=caller_hung_up,enum=agent_ended,enum=no_answer,enum=busy,enum=invalid_number,enum=voicemail,enum=transferred,enum=media_timeout,enum=network_lost,enum=provider_error,enum=failed,enum=silence_timeout,enum=max_duration,enum=ended_by_api"`
+	EndReason       *string         `json:"end_reason" doc:"Why a conversation ended; null until it has. An open set: a client must tolerate values it does not know." jsonschema:"nullable,enum=completed,enum=caller_hung_up,enum=agent_ended,enum=no_answer,enum=busy,enum=invalid_number,enum=voicemail,enum=transferred,enum=media_timeout,enum=network_lost,enum=provider_error,enum=failed,enum=silence_timeout,enum=max_duration,enum=ended_by_api"`
 	ExternalID      *string         `json:"external_id" jsonschema:"nullable"`
 	Language        string          `json:"language"`
 	FromNumber      *string         `json:"from_number" jsonschema:"nullable"`
 	ToNumber        *string         `json:"to_number" jsonschema:"nullable"`
-	PhoneNumberID   *string         `json:"phone_number_id" jsonschema:"nullable,format=uuid"`
-	Metadata        json.RawMessage `json:"metadata" doc:"Your own data, returned on every read and event; the agent never sees it." jsonschema:"type=object"`
-	Variables       json.RawMessage `json:"variables" doc:"The values of the agent's {{placeholders}}." jsonschema:"type=object"`
+	PhoneNumberID   *string         `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
+	Metadata        json.RawMessage `json:"metadata" doc:"Your own data (an object), as sent when the conversation started." jsonschema:"type=object"`
+	Variables       json.RawMessage `json:"variables" doc:"The values of the agent's {{placeholders}} (an object)." jsonschema:"type=object"`
 	CreatedAt       time.Time       `json:"created_at"`
 	RingingAt       *time.Time      `json:"ringing_at" jsonschema:"nullable"`
 	StartedAt       *time.Time      `json:"started_at" jsonschema:"nullable"`
@@ -39,6 +41,48 @@ type Conversation struct {
 
 // SchemaDoc describes the object in the document.
 func (Conversation) SchemaDoc() string { return "A conversation of an agent, by voice or text." }
+
+// ConversationWithTranscript is a Conversation with, when asked, its transcript and cost (a
+// started chat answers it with the agent's first lines).
+type ConversationWithTranscript struct {
+	Conversation
+	Transcript *[]TranscriptLine `json:"transcript,omitempty" doc:"The transcript, oldest line first (include=transcript; a started chat's first lines)."`
+	Cost       *ConversationCost `json:"cost,omitempty" doc:"What the conversation cost (include=cost)."`
+}
+
+// SchemaDoc describes the object in the document.
+func (ConversationWithTranscript) SchemaDoc() string {
+	return "A conversation of an agent, with its transcript and cost when asked."
+}
+
+// TranscriptLine is one line of a conversation's transcript.
+type TranscriptLine struct {
+	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
+	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
+	Text        string          `json:"text"`
+	Start       time.Time       `json:"start"`
+	End         time.Time       `json:"end"`
+	Interrupted bool            `json:"interrupted" doc:"An agent line cut by the caller: text is what was heard."`
+	Meta        json.RawMessage `json:"meta" doc:"What else the line carries (an object): a tool's name and arguments, say." jsonschema:"type=object"`
+}
+
+// SchemaDoc describes the object in the document.
+func (TranscriptLine) SchemaDoc() string { return "One transcript line." }
+
+// ConversationCost is what a conversation cost, and what it used.
+type ConversationCost struct {
+	Object          string  `json:"object" jsonschema:"enum=conversation_cost"`
+	Currency        string  `json:"currency" jsonschema:"enum=USD"`
+	TotalMicros     int64   `json:"total_micros" doc:"What was charged, in millionths of a dollar."`
+	Total           string  `json:"total" doc:"total_micros as a decimal number of dollars."`
+	Charged         bool    `json:"charged" doc:"Whether it was charged to the credit (test conversations cost nothing)."`
+	Final           bool    `json:"final" doc:"Whether the conversation has ended (the cost is final)."`
+	STTSeconds      float64 `json:"stt_seconds"`
+	LLMInputTokens  int     `json:"llm_input_tokens"`
+	LLMOutputTokens int     `json:"llm_output_tokens"`
+	TTSCharacters   int     `json:"tts_characters"`
+	CallSeconds     float64 `json:"call_seconds"`
+}
 
 // TurnMetrics is the TurnMetrics object: when each stage of a voice turn happened, and the
 // latencies between them in milliseconds.
@@ -62,7 +106,7 @@ func (TurnMetrics) SchemaDoc() string {
 	return "The timestamps of one voice turn and the latencies between them."
 }
 
-// TurnLatency is the latencies of one voice turn, in milliseconds.
+// TurnLatency is the latencies of one turn, in milliseconds.
 type TurnLatency struct {
 	Endpointing   *float64 `json:"endpointing" doc:"speech end → end of turn" jsonschema:"nullable"`
 	LLMFirstToken *float64 `json:"llm_first_token" doc:"request → first token" jsonschema:"nullable"`
@@ -72,14 +116,14 @@ type TurnLatency struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (TurnLatency) SchemaDoc() string { return "The latencies of one voice turn, in milliseconds." }
+func (TurnLatency) SchemaDoc() string { return "The latencies of the turn, in milliseconds." }
 
 // View is the interface's form of a stored conversation.
 func View(c store.Conversation) Conversation {
 	v := Conversation{Object: "conversation", ID: string(c.ID), ProjectID: string(c.ProjectID), AgentID: string(c.AgentID),
-		Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), Status: c.Status, EndReason: optional(c.EndReason),
-		ExternalID: optional(c.ExternalID), Language: c.Language, FromNumber: optional(c.FromNumber), ToNumber: optional(c.ToNumber),
-		PhoneNumberID: optional(string(c.PhoneNumberID)), Metadata: objectOrEmpty(c.Metadata), Variables: objectOrEmpty(c.Variables),
+		Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), Status: c.Status, EndReason: nullable(c.EndReason),
+		ExternalID: nullable(c.ExternalID), Language: c.Language, FromNumber: nullable(c.FromNumber), ToNumber: nullable(c.ToNumber),
+		PhoneNumberID: nullable(string(c.PhoneNumberID)), Metadata: OrEmpty(c.Metadata), Variables: OrEmpty(c.Variables),
 		CreatedAt: c.CreatedAt, RingingAt: c.RingingAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt,
 		Turns: viewTurns(c.Turns), HasRecording: c.Recording != ""}
 	if c.AgentVersion > 0 {
@@ -93,35 +137,72 @@ func View(c store.Conversation) Conversation {
 	return v
 }
 
-// optional is s, or nil when s is empty.
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// objectOrEmpty is raw, or {} when it is empty.
-func objectOrEmpty(raw json.RawMessage) json.RawMessage {
+// OrEmpty is raw, or {} when it is empty.
+func OrEmpty(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return json.RawMessage("{}")
 	}
 	return raw
 }
 
-// viewTurns is the interface's form of the turn metrics the runtime stored.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// storedTurn is a turn's metrics as the engine stores them (the JSON of session.TurnMetrics,
+// read here without importing the engine).
+type storedTurn struct {
+	Turn            int       `json:"turn"`
+	SpeechEnd       time.Time `json:"speech_end"`
+	STTFinal        time.Time `json:"stt_final"`
+	EndOfTurn       time.Time `json:"end_of_turn"`
+	LLMRequestSent  time.Time `json:"llm_request_sent"`
+	LLMFirstToken   time.Time `json:"llm_first_token"`
+	LLMFirstChunk   time.Time `json:"llm_first_chunk"`
+	TTSFirstRequest time.Time `json:"tts_first_request"`
+	TTSFirstByte    time.Time `json:"tts_first_byte"`
+	FirstAudioOut   time.Time `json:"first_audio_out"`
+	Endpointing     string    `json:"endpointing"`
+	Interrupted     bool      `json:"interrupted"`
+}
+
+// span is b-a, or 0 when either is unset (session.Span).
+func span(a, b time.Time) time.Duration {
+	if a.IsZero() || b.IsZero() {
+		return 0
+	}
+	return b.Sub(a)
+}
+
+// parleyShare is Parley's own part of the turn's latency, as session.TurnMetrics.ParleyShare
+// counts it: decision → LLM request, first sentence → first TTS request, first TTS byte →
+// first frame out.
+func (m storedTurn) parleyShare() time.Duration {
+	if m.FirstAudioOut.IsZero() || m.EndOfTurn.IsZero() {
+		return 0
+	}
+	chunk := m.LLMFirstChunk
+	if chunk.IsZero() {
+		chunk = m.LLMFirstToken
+	}
+	return span(m.EndOfTurn, m.LLMRequestSent) + span(chunk, m.TTSFirstRequest) + span(m.TTSFirstByte, m.FirstAudioOut)
+}
+
 func viewTurns(raw json.RawMessage) []TurnMetrics {
-	var ms []session.TurnMetrics
+	var ms []storedTurn
 	_ = json.Unmarshal(raw, &ms)
 	out := make([]TurnMetrics, 0, len(ms))
-	at := func(x time.Time) *time.Time {
+	t := func(x time.Time) *time.Time {
 		if x.IsZero() || x.Year() < 2000 {
 			return nil
 		}
 		return &x
 	}
-	span := func(a, b time.Time) *float64 {
-		if d := session.Span(a, b); d > 0 && a.Year() >= 2000 {
+	ms2 := func(a, b time.Time) *float64 {
+		if d := span(a, b); d > 0 && a.Year() >= 2000 {
 			f := float64(d.Microseconds()) / 1000
 			return &f
 		}
@@ -129,12 +210,12 @@ func viewTurns(raw json.RawMessage) []TurnMetrics {
 	}
 	for _, m := range ms {
 		v := TurnMetrics{Turn: m.Turn, Endpointing: m.Endpointing, Interrupted: m.Interrupted,
-			SpeechEnd: at(m.SpeechEnd), STTFinal: at(m.STTFinal), EndOfTurn: at(m.EndOfTurn), LLMRequestSent: at(m.LLMRequestSent),
-			LLMFirstToken: at(m.LLMFirstToken), TTSFirstRequest: at(m.TTSFirstRequest), TTSFirstByte: at(m.TTSFirstByte),
-			FirstAudioOut: at(m.FirstAudioOut),
-			LatencyMS: TurnLatency{Endpointing: span(m.SpeechEnd, m.EndOfTurn), LLMFirstToken: span(m.LLMRequestSent, m.LLMFirstToken),
-				TTSFirstByte: span(m.TTSFirstRequest, m.TTSFirstByte), Total: span(m.SpeechEnd, m.FirstAudioOut)}}
-		if share := m.ParleyShare(); share > 0 {
+			SpeechEnd: t(m.SpeechEnd), STTFinal: t(m.STTFinal), EndOfTurn: t(m.EndOfTurn), LLMRequestSent: t(m.LLMRequestSent),
+			LLMFirstToken: t(m.LLMFirstToken), TTSFirstRequest: t(m.TTSFirstRequest), TTSFirstByte: t(m.TTSFirstByte),
+			FirstAudioOut: t(m.FirstAudioOut),
+			LatencyMS: TurnLatency{Endpointing: ms2(m.SpeechEnd, m.EndOfTurn), LLMFirstToken: ms2(m.LLMRequestSent, m.LLMFirstToken),
+				TTSFirstByte: ms2(m.TTSFirstRequest, m.TTSFirstByte), Total: ms2(m.SpeechEnd, m.FirstAudioOut)}}
+		if share := m.parleyShare(); share > 0 {
 			f := float64(share.Microseconds()) / 1000
 			v.LatencyMS.ParleyShare = &f
 		}

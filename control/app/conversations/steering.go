@@ -35,7 +35,7 @@ func (ConversationCommand) SchemaDoc() string {
 
 func viewCommand(c store.Command) ConversationCommand {
 	return ConversationCommand{Object: "conversation_command", ID: string(c.ID), ConversationID: string(c.ConversationID), Kind: c.Kind,
-		Status: c.Status, Reason: optional(c.Reason), Params: objectOrEmpty(c.Params), CreatedAt: c.CreatedAt, CompletedAt: c.CompletedAt}
+		Status: c.Status, Reason: nullable(c.Reason), Params: OrEmpty(c.Params), CreatedAt: c.CreatedAt, CompletedAt: c.CompletedAt}
 }
 
 // NoteCreate is the body of addConversationNote.

@@ -12,23 +12,9 @@ import (
 	"github.com/parley-voice/parley/session"
 )
 
-// TranscriptLine is the TranscriptLine object.
-type TranscriptLine struct {
-	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
-	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
-	Text        string          `json:"text"`
-	Start       time.Time       `json:"start"`
-	End         time.Time       `json:"end"`
-	Interrupted bool            `json:"interrupted" doc:"An agent line cut by the caller: text is what was heard."`
-	Meta        json.RawMessage `json:"meta" jsonschema:"type=object"`
-}
-
-// SchemaDoc describes the object in the document.
-func (TranscriptLine) SchemaDoc() string { return "One transcript line." }
-
 // Line is the interface's form of a stored transcript line.
 func Line(l store.ConversationLine) TranscriptLine {
-	return TranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted, Meta: objectOrEmpty(l.Meta)}
+	return TranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted, Meta: OrEmpty(l.Meta)}
 }
 
 // Lines is the interface's form of stored transcript lines.
@@ -53,34 +39,6 @@ func SessionLine(l session.Line) TranscriptLine {
 		end = l.Start
 	}
 	return TranscriptLine{Seq: l.Seq, Role: string(l.Role), Text: l.Text, Start: l.Start.UTC(), End: end.UTC(), Interrupted: l.Interrupted, Meta: meta}
-}
-
-// ConversationWithTranscript is the answer of getConversation (and createChat): the
-// Conversation object, with its transcript and cost when asked for.
-type ConversationWithTranscript struct {
-	Conversation
-	Transcript *[]TranscriptLine `json:"transcript,omitempty" doc:"With include=transcript."`
-	Cost       *ConversationCost `json:"cost,omitempty" doc:"With include=cost."`
-}
-
-// SchemaDoc describes the object in the document.
-func (ConversationWithTranscript) SchemaDoc() string {
-	return "A conversation; transcript and cost are there when asked for with include."
-}
-
-// ConversationCost is the ConversationCost object.
-type ConversationCost struct {
-	Object          string  `json:"object" jsonschema:"enum=conversation_cost"`
-	Currency        string  `json:"currency" jsonschema:"enum=USD"`
-	TotalMicros     int64   `json:"total_micros" doc:"What was charged, in millionths of a dollar."`
-	Total           string  `json:"total" doc:"total_micros as a decimal number of dollars."`
-	Charged         bool    `json:"charged" doc:"Whether it was charged to the credit (test conversations cost nothing)."`
-	Final           bool    `json:"final" doc:"Whether the conversation has ended (the cost is final)."`
-	STTSeconds      float64 `json:"stt_seconds"`
-	LLMInputTokens  int     `json:"llm_input_tokens"`
-	LLMOutputTokens int     `json:"llm_output_tokens"`
-	TTSCharacters   int     `json:"tts_characters"`
-	CallSeconds     float64 `json:"call_seconds"`
 }
 
 // SchemaDoc describes the object in the document.

@@ -295,24 +295,24 @@ func testScheduledCalls(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
 	now := time.Now()
-	due := must[store.ScheduledCall](t, "create due")(w.s.CreateScheduledCall(ctx, newScheduled(w, now.Add(-time.Minute))))
-	later := must[store.ScheduledCall](t, "create later")(w.s.CreateScheduledCall(ctx, newScheduled(w, now.Add(time.Hour))))
-	cancel := must[store.ScheduledCall](t, "create to cancel")(w.s.CreateScheduledCall(ctx, newScheduled(w, now.Add(-time.Second))))
-	if c := must[store.ScheduledCall](t, "cancel")(w.s.CancelScheduledCall(ctx, cancel.ID, now)); c.Status != store.ScheduledCancelled || c.CancelledAt == nil {
+	due := must[store.ScheduledCall](t, "create due")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now.Add(-time.Minute))))
+	later := must[store.ScheduledCall](t, "create later")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now.Add(time.Hour))))
+	cancel := must[store.ScheduledCall](t, "create to cancel")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now.Add(-time.Second))))
+	if c := must[store.ScheduledCall](t, "cancel")(w.s.ScheduledCalls().Cancel(ctx, store.OrgScope(w.org.ID), cancel.ID, now)); c.Status != store.ScheduledCancelled || c.CancelledAt == nil {
 		t.Fatalf("cancelled %+v", c)
 	}
 	leased := must[[]store.ScheduledCall](t, "lease")(w.s.LeaseDueScheduledCalls(ctx, "w1", now, time.Minute, 10))
 	if len(leased) != 1 || leased[0].ID != due.ID || leased[0].ConversationID == "" || leased[0].Status != store.ScheduledDialing {
 		t.Fatalf("leased %+v", leased)
 	}
-	_, err := w.s.CancelScheduledCall(ctx, due.ID, now)
+	_, err := w.s.ScheduledCalls().Cancel(ctx, store.OrgScope(w.org.ID), due.ID, now)
 	wantErr(t, "cancel a dialing call", err, store.ErrConflict)
 	err = w.s.FinishScheduledCall(ctx, due.ID, "w2", store.ScheduledPlaced, "", "", now, nil)
 	wantErr(t, "finish by another worker", err, store.ErrConflict)
 	if err := w.s.FinishScheduledCall(ctx, due.ID, "w1", store.ScheduledPlaced, "", "", now, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := must[store.ScheduledCall](t, "get")(w.s.GetScheduledCall(ctx, due.ID))
+	got := must[store.ScheduledCall](t, "get")(w.s.ScheduledCalls().Get(ctx, store.OrgScope(w.org.ID), due.ID))
 	if got.Status != store.ScheduledPlaced || got.PlacedAt == nil || got.ConversationID != leased[0].ConversationID {
 		t.Fatalf("placed %+v", got)
 	}
@@ -324,21 +324,21 @@ func testScheduledCalls(t *testing.T, open Opener) {
 	if err := w.s.FinishScheduledCall(ctx, later.ID, "w1", store.ScheduledFailed, "do_not_call", "on the list", now, nil); err != nil {
 		t.Fatal(err)
 	}
-	got = must[store.ScheduledCall](t, "get later")(w.s.GetScheduledCall(ctx, later.ID))
+	got = must[store.ScheduledCall](t, "get later")(w.s.ScheduledCalls().Get(ctx, store.OrgScope(w.org.ID), later.ID))
 	if got.Status != store.ScheduledFailed || got.FailureCode != "do_not_call" || got.FailureReason != "on the list" {
 		t.Fatalf("failed %+v", got)
 	}
-	list := must[[]store.ScheduledCall](t, "list")(w.s.ListScheduledCalls(ctx, store.ScheduledCallFilter{OrgID: w.org.ID, Mode: store.ModeLive}))
+	list := must[[]store.ScheduledCall](t, "list")(w.s.ScheduledCalls().List(ctx, store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeLive}, store.ScheduledCallFilter{}, store.Page{Limit: 10}))
 	if len(list) != 3 || list[0].ID != cancel.ID {
 		t.Fatalf("list %d", len(list))
 	}
-	list = must[[]store.ScheduledCall](t, "list placed")(w.s.ListScheduledCalls(ctx, store.ScheduledCallFilter{OrgID: w.org.ID, Mode: store.ModeLive, Status: store.ScheduledPlaced}))
+	list = must[[]store.ScheduledCall](t, "list placed")(w.s.ScheduledCalls().List(ctx, store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeLive}, store.ScheduledCallFilter{Status: store.ScheduledPlaced}, store.Page{Limit: 10}))
 	if len(list) != 1 || list[0].ID != due.ID {
 		t.Fatalf("list placed %v", list)
 	}
 	bad := newScheduled(w, now)
 	bad.DueAt = now.Add(-time.Hour)
-	_, err = w.s.CreateScheduledCall(ctx, bad)
+	_, err = w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), bad)
 	wantErr(t, "due before dial", err, store.ErrInvalid)
 }
 
@@ -350,7 +350,7 @@ func testScheduledCallsTwoWorkers(t *testing.T, open Opener) {
 	now := time.Now()
 	const n = 30
 	for range n {
-		must[store.ScheduledCall](t, "create")(w.s.CreateScheduledCall(ctx, newScheduled(w, now.Add(-time.Second))))
+		must[store.ScheduledCall](t, "create")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now.Add(-time.Second))))
 	}
 	var mu sync.Mutex
 	seen := map[store.ScheduledCallID]string{}
@@ -389,8 +389,8 @@ func testScheduledCallsLostWorker(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
 	now := time.Now()
-	a := must[store.ScheduledCall](t, "a")(w.s.CreateScheduledCall(ctx, newScheduled(w, now)))
-	b := must[store.ScheduledCall](t, "b")(w.s.CreateScheduledCall(ctx, newScheduled(w, now)))
+	a := must[store.ScheduledCall](t, "a")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now)))
+	b := must[store.ScheduledCall](t, "b")(w.s.ScheduledCalls().Create(ctx, store.OrgScope(w.org.ID), newScheduled(w, now)))
 	leased := must[[]store.ScheduledCall](t, "lease")(w.s.LeaseDueScheduledCalls(ctx, "gone", now, time.Second, 10))
 	if len(leased) != 2 {
 		t.Fatalf("leased %d", len(leased))
@@ -410,14 +410,14 @@ func testScheduledCallsLostWorker(t *testing.T, open Opener) {
 	if len(again) != 1 || again[0].ID != b.ID || again[0].Attempts != 2 {
 		t.Fatalf("re-leased %+v", again)
 	}
-	if got := must[store.ScheduledCall](t, "a")(w.s.GetScheduledCall(ctx, a.ID)); got.Status != store.ScheduledPlaced {
+	if got := must[store.ScheduledCall](t, "a")(w.s.ScheduledCalls().Get(ctx, store.OrgScope(w.org.ID), a.ID)); got.Status != store.ScheduledPlaced {
 		t.Fatalf("a is %s, want placed", got.Status)
 	}
 	retry := now.Add(time.Hour)
 	if err := w.s.FinishScheduledCall(ctx, b.ID, "w2", store.ScheduledWaiting, "", "", now, &retry); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[store.ScheduledCall](t, "b")(w.s.GetScheduledCall(ctx, b.ID)); got.Status != store.ScheduledWaiting || !got.DueAt.Equal(retry.UTC().Truncate(time.Microsecond)) || got.ConversationID != "" {
+	if got := must[store.ScheduledCall](t, "b")(w.s.ScheduledCalls().Get(ctx, store.OrgScope(w.org.ID), b.ID)); got.Status != store.ScheduledWaiting || !got.DueAt.Equal(retry.UTC().Truncate(time.Microsecond)) || got.ConversationID != "" {
 		t.Fatalf("rescheduled %+v", got)
 	}
 }

@@ -47,6 +47,8 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Agents", testAgents},
 		{"Conversations", testConversations},
+		{"ScheduledCallsScope", testScheduledCallsScope},
+		{"StartLookupsScope", testStartLookupsScope},
 	}
 	tests = append(tests, jobsTests...)
 	for _, tc := range tests {

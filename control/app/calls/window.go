@@ -1,4 +1,4 @@
-package runtime
+package calls
 
 import (
 	"fmt"
@@ -14,11 +14,14 @@ import (
 // empty: the organization's). An End before Start runs past midnight into the next day; the
 // day named is the day the window opens.
 type CallWindow struct {
-	Timezone string   `json:"timezone,omitempty"`
-	Start    string   `json:"start"`
-	End      string   `json:"end"`
-	Days     []string `json:"days,omitempty"`
+	Timezone string   `json:"timezone,omitempty" doc:"An IANA time zone name, such as Europe/Paris; the organization's when omitted." jsonschema:"minLength=1,maxLength=64"`
+	Start    string   `json:"start" doc:"HH:MM, 24-hour clock." jsonschema:"pattern=^([01][0-9]|2[0-3]):[0-5][0-9]$"`
+	End      string   `json:"end" doc:"HH:MM; an end before start runs past midnight." jsonschema:"pattern=^([01][0-9]|2[0-3]):[0-5][0-9]$"`
+	Days     []string `json:"days,omitempty" doc:"The days the window opens on; every day when omitted or empty." jsonschema:"maxItems=7,enum=mon,enum=tue,enum=wed,enum=thu,enum=fri,enum=sat,enum=sun"`
 }
+
+// SchemaDoc describes the object in the document.
+func (CallWindow) SchemaDoc() string { return "When a call may start, read in timezone." }
 
 // Window is a checked CallWindow.
 type Window struct {
