@@ -110,6 +110,7 @@ var operations = sync.OnceValue(func() []*operation {
 	}
 	ops = append(keyOperations(), ops...)
 	ops = append(ops, numberOperations()...)
+	ops = append(ops, billingOperations()...)
 	return append(ops, conversationOperations()...)
 })
 
