@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-voice/parley/control/app/audit"
 	"github.com/parley-voice/parley/control/app/billing"
+	"github.com/parley-voice/parley/control/store"
 )
 
 // billing and audit are the domain services of credit and the audit log (stateless: made per
@@ -32,7 +33,7 @@ func (a *API) listCreditTransactions(ctx context.Context, c *call, in *listCredi
 	if err != nil {
 		return nil, err
 	}
-	f := billing.Filter{Kinds: in.Kinds, CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore}
+	f := store.CreditTxFilter{Kinds: in.Kinds, CreatedAfter: in.CreatedAfter, CreatedBefore: in.CreatedBefore}
 	ts, err := a.billing().Transactions(ctx, c.actor(ctx), f, pg.storePage())
 	if err != nil {
 		return nil, err

@@ -44,9 +44,9 @@ type CreditEntry struct {
 
 // CreditTxFilter narrows a ledger page.
 type CreditTxFilter struct {
-	Kinds         []CreditKind // only these kinds; empty means all
-	CreatedAfter  time.Time    // only transactions made after this; zero means no bound
-	CreatedBefore time.Time    // only transactions made before this; zero means no bound
+	Kinds         []string  // only these kinds; empty means all
+	CreatedAfter  time.Time // only transactions made after this; zero means no bound
+	CreatedBefore time.Time // only transactions made before this; zero means no bound
 }
 
 // CreditSummary is an organization's credit at one moment.
@@ -161,12 +161,8 @@ func (r Credit) Record(ctx context.Context, e CreditEntry) (Org, CreditTransacti
 // List returns the scope's organization's transactions that f selects, newest first: a page of
 // up to pg.Limit, and one more when another page follows.
 func (r Credit) List(ctx context.Context, sc Scope, f CreditTxFilter, pg Page) ([]CreditTransaction, error) {
-	kinds := make([]string, len(f.Kinds))
-	for i, k := range f.Kinds {
-		kinds[i] = string(k)
-	}
 	b := newSel(`SELECT `+creditTxCols+` FROM credit_transactions`).orgOnly(sc, "org_id").
-		oneOf("kind", kinds).between("created_at", f.CreatedAfter, f.CreatedBefore)
+		oneOf("kind", f.Kinds).between("created_at", f.CreatedAfter, f.CreatedBefore)
 	return many(ctx, r.q, "list credit transactions", b, b.page("id", pg, true), scanCreditTx)
 }
 

@@ -67,13 +67,6 @@ func (CreditTransaction) SchemaDoc() string {
 		"A voice call's charge is one transaction per part (call_minutes, stt_seconds, llm_tokens, tts_characters); a chat's is one chat_turns transaction. Test-mode conversations cost nothing and are not in the ledger."
 }
 
-// Filter narrows the ledger.
-type Filter struct {
-	Kinds         []string  // only these kinds
-	CreatedAfter  time.Time // only transactions made after this (zero: no bound)
-	CreatedBefore time.Time // only transactions made before this (zero: no bound)
-}
-
 // Service serves the organization's credit.
 type Service struct {
 	Store *store.Store
@@ -112,20 +105,13 @@ func (s *Service) Balance(ctx context.Context, act app.Actor) (CreditBalance, er
 
 // Transactions returns a page of the actor's organization's ledger that f selects, newest
 // first, with one more when another page follows.
-func (s *Service) Transactions(ctx context.Context, act app.Actor, f Filter, pg store.Page) ([]CreditTransaction, error) {
-	sf := store.CreditTxFilter{CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore}
-	for _, k := range f.Kinds {
-		sf.Kinds = append(sf.Kinds, store.CreditKind(k))
-	}
-	ts, err := s.Store.Credit().List(ctx, act.Scope, sf, pg)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) Transactions(ctx context.Context, act app.Actor, f store.CreditTxFilter, pg store.Page) ([]CreditTransaction, error) {
+	ts, err := s.Store.Credit().List(ctx, act.Scope, f, pg)
 	out := make([]CreditTransaction, len(ts))
 	for i, t := range ts {
 		out[i] = View(t)
 	}
-	return out, nil
+	return out, err
 }
 
 // View is the interface's form of a stored transaction.

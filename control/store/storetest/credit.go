@@ -46,7 +46,7 @@ func testCreditLedger(t *testing.T, open Opener) {
 	if got := all[3]; got.ID != call.ID || got.ConversationID != conv || got.BalanceAfter != 9_700_000 || got.Kind != store.CreditCallMinutes {
 		t.Fatalf("call charge = %+v", got)
 	}
-	if got := list(store.CreditTxFilter{Kinds: []store.CreditKind{store.CreditCallMinutes, store.CreditSTTSeconds}}, store.Page{Limit: 10}); len(got) != 2 || got[0].ID != stt.ID {
+	if got := list(store.CreditTxFilter{Kinds: []string{string(store.CreditCallMinutes), string(store.CreditSTTSeconds)}}, store.Page{Limit: 10}); len(got) != 2 || got[0].ID != stt.ID {
 		t.Fatalf("by kind = %+v", got)
 	}
 	page := list(store.CreditTxFilter{}, store.Page{Limit: 2, After: string(adj.ID)})
