@@ -68,4 +68,6 @@ const (
 	EndSilenceTimeout EndReason = "silence_timeout"
 	EndMaxDuration    EndReason = "max_duration"
 	EndAPI            EndReason = "ended_by_api"
+	// EndCreditExhausted: the organization's credit could no longer cover the call.
+	EndCreditExhausted EndReason = "credit_exhausted"
 )

@@ -12,6 +12,8 @@ import (
 
 	"github.com/parley-voice/parley/control"
 	"github.com/parley-voice/parley/control/api"
+	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/billing"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/store"
 )
@@ -44,7 +46,7 @@ func adminCommand() *command {
 		agentsCommand(),
 		jobsCommand(),
 		{name: "credit", short: "organization credit", subs: []*command{
-			{name: "add", short: "add credit (--org, --amount in USD, may be negative)", run: adminLeaf(creditAdd)},
+			{name: "add", short: "add credit (--org, --amount in USD, may be negative; --adjustment)", run: adminLeaf(creditAdd)},
 		}},
 	}}
 }
@@ -140,7 +142,13 @@ func orgsCreate(fs *flag.FlagSet) func(a *adminCtx) error {
 		if strings.TrimSpace(*name) == "" {
 			return usageError{"--name is required"}
 		}
-		o, err := a.st.CreateOrg(a.ctx, *name)
+		var o store.Org
+		err := a.st.Tx(a.ctx, func(tx *store.Tx) (err error) {
+			if o, err = tx.CreateOrg(a.ctx, *name); err != nil {
+				return err
+			}
+			return tx.InsertAudit(a.ctx, operatorEvent(o.ID, "", "organization.created", "organization", string(o.ID), map[string]any{"name": o.Name}))
+		})
 		if err != nil {
 			return err
 		}
@@ -175,10 +183,21 @@ func orgsFreeze(frozen bool) leafFunc {
 			if err != nil {
 				return err
 			}
-			if err := a.st.SetOrgFrozen(a.ctx, store.OrgID(id), frozen); err != nil {
-				return err
-			}
-			o, err := a.st.GetOrg(a.ctx, store.OrgID(id))
+			var o store.Org
+			err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
+				was, err := tx.GetOrg(a.ctx, store.OrgID(id))
+				if err != nil {
+					return err
+				}
+				if err := tx.SetOrgFrozen(a.ctx, was.ID, frozen); err != nil {
+					return err
+				}
+				if o, err = tx.GetOrg(a.ctx, was.ID); err != nil {
+					return err
+				}
+				return tx.InsertAudit(a.ctx, operatorEvent(o.ID, "", "organization."+frozenAction(frozen), "organization", string(o.ID),
+					map[string]any{"frozen": app.Changed(was.Frozen, o.Frozen)}))
+			})
 			if err != nil {
 				return err
 			}
@@ -207,7 +226,13 @@ func projectsCreate(fs *flag.FlagSet) func(a *adminCtx) error {
 		if *org == "" || strings.TrimSpace(*name) == "" {
 			return usageError{"--org and --name are required"}
 		}
-		p, err := a.st.CreateProject(a.ctx, store.OrgID(*org), *name)
+		var p store.Project
+		err := a.st.Tx(a.ctx, func(tx *store.Tx) (err error) {
+			if p, err = tx.CreateProject(a.ctx, store.OrgID(*org), *name); err != nil {
+				return err
+			}
+			return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "project.created", "project", string(p.ID), map[string]any{"name": p.Name}))
+		})
 		if err != nil {
 			return err
 		}
@@ -246,10 +271,21 @@ func projectsFreeze(frozen bool) leafFunc {
 			if err != nil {
 				return err
 			}
-			if err := a.st.SetProjectFrozen(a.ctx, store.ProjectID(id), frozen); err != nil {
-				return err
-			}
-			p, err := a.st.GetProject(a.ctx, store.ProjectID(id))
+			var p store.Project
+			err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
+				was, err := tx.GetProject(a.ctx, store.ProjectID(id))
+				if err != nil {
+					return err
+				}
+				if err := tx.SetProjectFrozen(a.ctx, was.ID, frozen); err != nil {
+					return err
+				}
+				if p, err = tx.GetProject(a.ctx, was.ID); err != nil {
+					return err
+				}
+				return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "project."+frozenAction(frozen), "project", string(p.ID),
+					map[string]any{"frozen": app.Changed(was.Frozen, p.Frozen)}))
+			})
 			if err != nil {
 				return err
 			}
@@ -328,7 +364,19 @@ func keysCreate(fs *flag.FlagSet) func(a *adminCtx) error {
 			t := time.Now().Add(*expires).UTC()
 			nk.ExpiresAt = &t
 		}
-		k, secret, err := a.st.CreateKey(a.ctx, nk)
+		var (
+			k      store.Key
+			secret string
+		)
+		err = a.st.Tx(a.ctx, func(tx *store.Tx) (err error) {
+			if k, secret, err = tx.CreateKey(a.ctx, nk); err != nil {
+				return err
+			}
+			j := toKeyJSON(k) // the secret is never recorded
+			return tx.InsertAudit(a.ctx, operatorEvent(k.OrgID, "", "api_key.created", "api_key", string(k.ID), map[string]any{
+				"name": j.Name, "mode": j.Mode, "prefix": j.Prefix, "scopes": j.Scopes, "all_projects": j.AllProjects,
+				"project_ids": j.ProjectIDs, "expires_at": j.ExpiresAt}))
+		})
 		if err != nil {
 			return err
 		}
@@ -386,7 +434,18 @@ func keysRevoke(fs *flag.FlagSet) func(a *adminCtx) error {
 		} else if len(a.args) > 0 {
 			return usageError{"give the key id once: as --id or as the argument"}
 		}
-		if err := a.st.RevokeKey(a.ctx, store.KeyID(id)); err != nil {
+		err := a.st.Tx(a.ctx, func(tx *store.Tx) error {
+			k, err := tx.GetKey(a.ctx, store.KeyID(id))
+			if err != nil {
+				return err
+			}
+			if err := tx.RevokeKey(a.ctx, k.ID); err != nil {
+				return err
+			}
+			return tx.InsertAudit(a.ctx, operatorEvent(k.OrgID, "", "api_key.revoked", "api_key", string(k.ID),
+				map[string]any{"name": k.Name, "prefix": k.Prefix, "mode": k.Mode}))
+		})
+		if err != nil {
 			return err
 		}
 		res := map[string]any{"id": id, "revoked": true}
@@ -398,6 +457,7 @@ func creditAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 	org := fs.String("org", "", "organization id (required)")
 	amount := fs.String("amount", "", "amount in USD, such as 25 or 12.50 (negative to remove)")
 	reason := fs.String("reason", "operator credit", "why, kept with the transaction")
+	adjust := fs.Bool("adjustment", false, "record an adjustment (a correction) rather than a top-up; a negative amount always is one")
 	return func(a *adminCtx) error {
 		if *org == "" || *amount == "" {
 			return usageError{"--org and --amount are required"}
@@ -406,13 +466,29 @@ func creditAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 		if err != nil {
 			return usageError{"--amount: " + err.Error()}
 		}
-		o, err := a.st.AddCredit(a.ctx, store.OrgID(*org), micros, *reason)
+		o, err := a.st.GetOrg(a.ctx, store.OrgID(*org))
 		if err != nil {
+			return err
+		}
+		kind := store.CreditTopUp
+		if *adjust || micros < 0 {
+			kind = store.CreditAdjustment
+		}
+		svc := &billing.Service{Store: a.st}
+		if o, err = svc.AddCredit(a.ctx, app.OperatorActor(o, operatorName), kind, micros, *reason); err != nil {
 			return err
 		}
 		j := toOrgJSON(o)
 		return a.print(j, func(w io.Writer) { fmt.Fprintf(w, "organization %s credit now %s USD\n", j.ID, j.CreditUSD) })
 	}
+}
+
+// frozenAction is the audit action of freezing or unfreezing.
+func frozenAction(frozen bool) string {
+	if frozen {
+		return "frozen"
+	}
+	return "unfrozen"
 }
 
 func formatUSD(micros int64) string {

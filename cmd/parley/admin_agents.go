@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -59,14 +60,19 @@ func dash(s *string) string {
 	return *s
 }
 
-// operatorID names the operator at the command line in the audit log.
-const operatorID = "parley admin"
-
-// operatorEvent is an audit event done by the operator from the command line.
-func operatorEvent(org store.OrgID, project store.ProjectID, action, objectType, objectID string) store.AuditEvent {
-	return store.AuditEvent{OrgID: org, ProjectID: project, ActorType: store.ActorOperator, ActorID: operatorID,
-		Action: action, ObjectType: objectType, ObjectID: objectID}
+// operatorEvent is an audit event done by the operator from the command line, with the fields
+// it set or changed (never a secret's value).
+func operatorEvent(org store.OrgID, project store.ProjectID, action, objectType, objectID string, data map[string]any) store.AuditEvent {
+	raw, _ := json.Marshal(data) // maps of plain values always marshal
+	if data == nil {
+		raw = nil
+	}
+	return store.AuditEvent{OrgID: org, ProjectID: project, ActorType: store.ActorOperator, ActorID: operatorName,
+		Action: action, ObjectType: objectType, ObjectID: objectID, Data: raw}
 }
+
+// operatorName names the operator in the audit log.
+const operatorName = "parley admin"
 
 func numbersAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 	project := fs.String("project", "", "project id (required)")
@@ -100,7 +106,8 @@ func numbersAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 			if n, err = tx.CreatePhoneNumber(a.ctx, store.NewPhoneNumber{OrgID: p.OrgID, ProjectID: p.ID, Number: *number, Trunk: *trunk, AgentID: aid, Label: *label}); err != nil {
 				return err
 			}
-			return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "phone_number.created", "phone_number", string(n.ID)))
+			return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "phone_number.created", "phone_number", string(n.ID),
+				map[string]any{"number": n.Number, "trunk": n.Trunk, "agent_id": string(n.AgentID), "label": n.Label}))
 		})
 		switch {
 		case errors.Is(err, store.ErrConflict):
@@ -170,7 +177,7 @@ func agentsRestore(fs *flag.FlagSet) func(a *adminCtx) error {
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		ag, err := (&agents.Service{Store: a.st}).Restore(a.ctx, operatorID, id, *name)
+		ag, err := (&agents.Service{Store: a.st}).Restore(a.ctx, operatorName, id, *name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("agent %s is not deleted, or was purged already", id)

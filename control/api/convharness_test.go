@@ -34,6 +34,7 @@ type convOpts struct {
 	pace           time.Duration
 	dialer         runtime.Dialer   // instead of the fake dialer (a real SIP server)
 	webCalls       runtime.WebCalls // instead of the fake browser calls (a real WebRTC service)
+	pricing        *runtime.Pricing // instead of the default price list
 }
 
 // startRuntime gives the world a runtime with the fake providers, a fake dialer and fake
@@ -55,7 +56,7 @@ func (w *world) startRuntime(t testing.TB, o convOpts) {
 	}
 	ro := runtime.Options{NodeID: "node-" + randHex(3), Store: w.st, Bus: w.bus, Providers: tp, TestProviders: tp, Media: !o.noMedia,
 		Dialer: w.dialer, WebCalls: w.web, DataDir: w.dataDir, ChatMaxTurns: o.chatMaxTurns, CalleePace: o.pace, RingFor: o.ringFor,
-		Log: w.api.Log}
+		Log: w.api.Log, Pricing: o.pricing}
 	if o.noProviders {
 		ro.Providers = nil
 	}

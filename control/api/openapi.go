@@ -88,6 +88,7 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 			map[string]any{"name": "Chats", "description": chatsTagDoc},
 			map[string]any{"name": "Conversations", "description": conversationsTagDoc},
 			map[string]any{"name": "Testing", "description": "Operations that let an integration rehearse without a carrier: they run the real engine against the fake providers."},
+			map[string]any{"name": "Billing"}, map[string]any{"name": "Audit"},
 		},
 		"paths": paths,
 		"components": map[string]any{

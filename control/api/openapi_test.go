@@ -54,6 +54,9 @@ var specIndex = map[string]string{
 	"addConversationNote":       "POST /v1/conversations/{conversation_id}/notes",
 	"sayInConversation":         "POST /v1/conversations/{conversation_id}/say",
 	"transferConversation":      "POST /v1/conversations/{conversation_id}/transfer",
+	"getCreditBalance":          "GET /v1/billing/balance",
+	"listCreditTransactions":    "GET /v1/billing/transactions",
+	"listAuditEvents":           "GET /v1/audit-events",
 	"createTestInboundCall":     "POST /v1/test/inbound-calls",
 }
 

@@ -13,6 +13,7 @@ import (
 var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
+	ops = append(ops, billingOperations()...)
 	return append(ops, conversationOperations()...)
 })
 

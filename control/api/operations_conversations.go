@@ -18,7 +18,7 @@ const (
 		"A reply can stream as server-sent events (stream: true, or Accept: text/event-stream): events delta {text}, then done (the ChatTurn) or error {code, detail}; each delta is flushed as the model writes it. " +
 		"Pictures are uploaded first (POST /v1/attachments) and sent by id."
 	conversationsTagDoc = "Every conversation, by voice or text. Statuses move forward only: pending (created; a call not ringing yet) → ringing (a phone call ringing; browser calls and chats skip it) → in_progress (answered; a chat is in progress from its start) → ended. " +
-		"A call can also go from pending or ringing straight to ended (not answered). An ended conversation carries end_reason, an open set: completed, caller_hung_up, agent_ended, no_answer, busy, invalid_number, voicemail, transferred, media_timeout, network_lost, provider_error, failed, silence_timeout, max_duration, ended_by_api. " +
+		"A call can also go from pending or ringing straight to ended (not answered). An ended conversation carries end_reason, an open set: completed, caller_hung_up, agent_ended, no_answer, busy, invalid_number, voicemail, transferred, media_timeout, network_lost, provider_error, failed, silence_timeout, max_duration, ended_by_api, credit_exhausted (the organization's credit could no longer cover the call). " +
 		"A key sees the conversations of its own mode (live or test) in the projects it reaches. " +
 		"Live steering (notes, say, transfer, end) answers 202 with a command that GET …/commands/{command_id} follows to done or failed; commands travel over the bus to the node that runs the call."
 )

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
@@ -32,6 +33,7 @@ import (
 //	Limit  int              `query:"limit" min:"1" max:"100" default:"20"`
 //	Tags   []string         `query:"tag"` (repeatable)
 //	N      string           `path:"version" type:"integer" min:"1"` (documented as an integer, read by the domain)
+//	Since  time.Time        `query:"created_after"` (a date-time with its offset)
 //	Body   numbers.Update   `body:"required"` (or body:"optional": an empty body stands for {})
 //
 // and embedding listQuery makes a list (limit and cursor). From these the declaration gets its
@@ -46,6 +48,9 @@ type handlerFunc[In, Out any] func(a *API, ctx context.Context, c *call, in *In)
 type listQuery struct{}
 
 var listQueryType = reflect.TypeFor[listQuery]()
+
+// timeType is the type of a date-time query parameter.
+var timeType = reflect.TypeFor[time.Time]()
 
 // typed completes op from the types of its input and answer and sets its handler.
 func typed[In, Out any](op operation, h handlerFunc[In, Out]) *operation {
@@ -147,10 +152,12 @@ func paramFromField(opID string, f reflect.StructField) param {
 	if kind == reflect.Slice {
 		p.Array, kind = true, f.Type.Elem().Kind()
 	}
-	switch kind {
-	case reflect.String:
-	case reflect.Int, reflect.Int64:
+	switch {
+	case kind == reflect.String:
+	case kind == reflect.Int, kind == reflect.Int64:
 		p.Type = "integer"
+	case f.Type == timeType:
+		p.Format = "date-time"
 	default:
 		panic(fmt.Sprintf("api: %s: parameter %s of type %s", opID, p.Name, f.Type))
 	}
@@ -200,6 +207,9 @@ func (bs bindings) bind(v reflect.Value, c *call, r *http.Request) error {
 			f.SetInt(n)
 		case reflect.Slice:
 			f.Set(reflect.ValueOf(strings.Split(raw, ",")))
+		case reflect.Struct: // time.Time
+			t, _ := time.Parse(time.RFC3339Nano, raw) // checked by checkQuery
+			f.Set(reflect.ValueOf(t))
 		}
 	}
 	return nil

@@ -154,6 +154,9 @@ const (
 	CodeScheduledNotCancelable = "scheduled_call_not_cancellable"
 	CodeRangeNotSatisfiable    = "range_not_satisfiable"
 	CodeUnsupportedImage       = "unsupported_image_type"
+
+	// Billing and audit.
+	CodeAllProjectsRequired = "all_projects_key_required"
 )
 
 var Codes = map[string]Code{
@@ -227,6 +230,8 @@ var Codes = map[string]Code{
 	CodeScheduledNotCancelable: {409, "The scheduled call is already being dialled, placed, failed or cancelled."},
 	CodeRangeNotSatisfiable:    {416, "The Range header asks for bytes the recording does not have; Content-Range names its size."},
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
+
+	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -134,6 +133,9 @@ func (p *persister) status(s string) {
 	p.statuses = append(p.statuses, statusChange{s, time.Now()})
 	p.mu.Unlock()
 	p.signal()
+	if s == store.ConvInProgress {
+		p.rt.holdCredit(p.conv)
+	}
 }
 
 // setRecording names the recording file stored with the end.
@@ -326,8 +328,8 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 		if err != nil || !ok {
 			return err
 		}
-		if micros > 0 {
-			if _, err := tx.AddCredit(ctx, c.OrgID, -micros, fmt.Sprintf("conversation %s", c.ID)); err != nil {
+		if c.Mode == store.ModeLive {
+			if err := rt.chargeParts(ctx, tx, c, cost); err != nil {
 				return err
 			}
 		}

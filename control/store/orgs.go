@@ -22,10 +22,13 @@ type Org struct {
 type CreditTransaction struct {
 	ID           CreditTxID
 	OrgID        OrgID
+	Kind         CreditKind
 	AmountMicros int64 // positive adds credit, negative spends it
 	BalanceAfter int64
 	Reason       string
-	CreatedAt    time.Time
+	// ConversationID is the conversation a charge is for ("" for top-ups and adjustments).
+	ConversationID ConversationID
+	CreatedAt      time.Time
 }
 
 // CreditFilter selects credit transactions, oldest first.
@@ -100,37 +103,16 @@ func (q *Queries) SetOrgFrozen(ctx context.Context, id OrgID, frozen bool) error
 }
 
 // AddCredit changes an organization's balance by amountMicros (negative spends) and records a
-// credit transaction in the same database transaction. It returns the organization as changed.
+// credit transaction in the same database transaction: a top_up when it adds credit, an
+// adjustment when it removes some (Credit().Record names other kinds). It returns the
+// organization as changed.
 func (q *Queries) AddCredit(ctx context.Context, id OrgID, amountMicros int64, reason string) (Org, error) {
-	switch {
-	case !validID(id):
-		return Org{}, notFound("organization", id)
-	case amountMicros == 0:
-		return Org{}, fmt.Errorf("store: %w: credit amount is zero", ErrInvalid)
-	case amountMicros > maxCreditMicros || amountMicros < -maxCreditMicros:
-		return Org{}, fmt.Errorf("store: %w: credit amount %d micro-USD is out of range", ErrInvalid, amountMicros)
-	case reason == "" || len(reason) > 500:
-		return Org{}, fmt.Errorf("store: %w: a credit change needs a reason of 1 to 500 bytes", ErrInvalid)
+	kind := CreditTopUp
+	if amountMicros < 0 {
+		kind = CreditAdjustment
 	}
-	var o Org
-	err := q.atomic(ctx, func(q *Queries) error {
-		now := q.s.timeNow()
-		err := q.get(ctx, "add credit",
-			`UPDATE organizations SET credit_micros = credit_micros + $2, updated_at = $3 WHERE id = $1 RETURNING `+orgCols,
-			[]any{string(id), amountMicros, ts(now)},
-			func(r rowScanner) (err error) { o, err = scanOrg(r); return err })
-		if err != nil {
-			return err
-		}
-		_, err = q.exec(ctx, "record credit transaction",
-			`INSERT INTO credit_transactions (id, org_id, amount_micros, balance_after, reason, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-			string(newID[CreditTxID]()), string(id), amountMicros, o.CreditMicros, reason, ts(now))
-		return err
-	})
-	if err != nil {
-		return Org{}, err
-	}
-	return o, nil
+	o, _, err := q.Credit().Record(ctx, CreditEntry{OrgID: id, Kind: kind, AmountMicros: amountMicros, Reason: reason})
+	return o, err
 }
 
 // ListCreditTransactions returns an organization's credit transactions, oldest first.
@@ -143,14 +125,8 @@ func (q *Queries) ListCreditTransactions(ctx context.Context, f CreditFilter) ([
 		after = "00000000-0000-0000-0000-000000000000"
 	}
 	return list(ctx, q, "list credit transactions",
-		`SELECT id, org_id, amount_micros, balance_after, reason, created_at FROM credit_transactions
-		WHERE org_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
-		[]any{string(f.OrgID), string(after), clampLimit(f.Limit)},
-		func(r rowScanner) (CreditTransaction, error) {
-			var c CreditTransaction
-			err := r.Scan(&c.ID, &c.OrgID, &c.AmountMicros, &c.BalanceAfter, &c.Reason, timeCol{&c.CreatedAt})
-			return c, err
-		})
+		`SELECT `+creditTxCols+` FROM credit_transactions WHERE org_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		[]any{string(f.OrgID), string(after), clampLimit(f.Limit)}, scanCreditTx)
 }
 
 // Bootstrap ensures that an organization named "Default" exists with a project named "Default"

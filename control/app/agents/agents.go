@@ -344,7 +344,7 @@ func (s *Service) Restore(ctx context.Context, who string, id store.AgentID, nam
 			return store.Agent{}, err
 		}
 		by := au.As(app.OperatorActor(store.Org{ID: a.OrgID}, who))
-		return a, by.Record("agent.restored", "agent", string(a.ID), a.ProjectID, nil)
+		return a, by.Record("agent.restored", "agent", string(a.ID), a.ProjectID, map[string]any{"name": a.Name, "status": a.Status})
 	})
 }
 
