@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,15 @@ func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.W
 	}
 	if len(applied) > 0 {
 		log.Info("store migrated", "applied", applied, "engine", st.Dialect())
+	}
+	if err := checkMasterKey(ctx, st, box); err != nil {
+		st.Close()
+		if created {
+			// The key just made opens nothing of this store: leave no wrong key file behind
+			// for the next start; the operator restores the right one.
+			os.Remove(filepath.Join(cfg.DataDir, secrets.KeyFile))
+		}
+		return nil, err
 	}
 	b, err := bus.Open(ctx, cfg.RedisURL, log)
 	if err != nil {
@@ -388,4 +398,49 @@ func busKind(url string) string {
 		return "in-process"
 	}
 	return "redis"
+}
+
+// errWrongMasterKey is the refusal to start with a master key that does not open the store's
+// secrets: starting anyway would make every stored secret unreadable and seal new ones under the
+// wrong key.
+var errWrongMasterKey = errors.New("the master key (PARLEY_MASTER_KEY, or master.key in the data directory) does not open this store's secrets: start with the key the store was written with")
+
+// checkMasterKey refuses a master key that does not open the store's secrets. The store keeps a
+// check value sealed under the key; a store from before the check is judged by a sealed secret
+// it holds, and then given the check value.
+func checkMasterKey(ctx context.Context, st *store.Store, box *secrets.Box) error {
+	check, err := st.GetSetting(ctx, store.SettingMasterKeyCheck)
+	switch {
+	case err == nil:
+		if !box.Verify(check) {
+			return errWrongMasterKey
+		}
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("read the master key check: %w", err)
+	}
+	trunks, err := st.ListTrunks(ctx)
+	if err != nil {
+		return fmt.Errorf("read sealed secrets: %w", err)
+	}
+	for _, t := range trunks {
+		if !t.HasPassword() {
+			continue
+		}
+		if _, err := t.Password(box); err != nil {
+			return errWrongMasterKey
+		}
+		break
+	}
+	v, err := box.CheckValue()
+	if err != nil {
+		return err
+	}
+	if check, err = st.PutSettingOnce(ctx, store.SettingMasterKeyCheck, v); err != nil {
+		return fmt.Errorf("keep the master key check: %w", err)
+	}
+	if !box.Verify(check) { // another node stored its check first, under another key
+		return errWrongMasterKey
+	}
+	return nil
 }

@@ -133,3 +133,20 @@ func LoadKey(configured, dataDir string) (key []byte, created bool, err error) {
 	}
 	return k, true, nil
 }
+
+// checkText and checkAAD make the key check value: a value sealed under the master key that
+// the store keeps, so that a start with another key is refused before it writes anything
+// sealed under the wrong key.
+var (
+	checkText = []byte("parley master key check")
+	checkAAD  = []byte("master-key-check")
+)
+
+// CheckValue returns a fresh key check value for this box's key.
+func (b *Box) CheckValue() (string, error) { return b.Seal(checkText, checkAAD) }
+
+// Verify reports whether check was made by CheckValue under this box's key.
+func (b *Box) Verify(check string) bool {
+	pt, err := b.Open(check, checkAAD)
+	return err == nil && string(pt) == string(checkText)
+}

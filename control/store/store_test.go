@@ -248,7 +248,7 @@ func TestReadOnly(t *testing.T) {
 // TestDiskFull fills a database capped by max_page_count and checks the error is clear.
 func TestDiskFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "small.db")
-	s := open(t, store.Options{URL: path + "?_pragma=max_page_count(64)"})
+	s := open(t, store.Options{URL: path + "?_pragma=max_page_count(128)"})
 	if _, err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
