@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/providers"
@@ -199,5 +200,5 @@ func (n *Node) webCalls() runtime.WebCalls {
 	if n.media == nil {
 		return nil
 	}
-	return n.media.webrtc
+	return channels.WebCalls(n.media.webrtc)
 }

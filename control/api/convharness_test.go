@@ -163,32 +163,32 @@ func (p *fakePort) Hangup(context.Context, session.EndReason) error { return nil
 // fakeWebCalls stands in for the WebRTC service.
 type fakeWebCalls struct {
 	mu         sync.Mutex
-	reqs       []webrtc.WebCallRequest
+	reqs       []runtime.BrowserCall
 	registered map[string]*session.Conversation
 	fail       error
 }
 
-func (f *fakeWebCalls) CreateWebCall(_ context.Context, req webrtc.WebCallRequest) (webrtc.WebCall, error) {
+func (f *fakeWebCalls) CreateWebCall(_ context.Context, req runtime.BrowserCall) (runtime.WebCall, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
-		return webrtc.WebCall{}, f.fail
+		return runtime.WebCall{}, f.fail
 	}
 	f.reqs = append(f.reqs, req)
 	id := fmt.Sprintf("wc%d", len(f.reqs))
-	return webrtc.WebCall{ID: id, URL: "https://voice.example.test/call/" + id, Token: "token-" + id, ExpiresAt: time.Now().Add(15 * time.Minute)}, nil
+	return runtime.WebCall{ID: id, URL: "https://voice.example.test/call/" + id, Token: "token-" + id, ExpiresAt: time.Now().Add(15 * time.Minute)}, nil
 }
 
-func (f *fakeWebCalls) CreateListenToken(_ context.Context, id string, mode webrtc.ListenMode) (webrtc.ListenToken, error) {
+func (f *fakeWebCalls) CreateListenToken(_ context.Context, id string, mode string) (runtime.ListenToken, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.registered[id] == nil {
-		return webrtc.ListenToken{}, webrtc.ErrNotLive
+		return runtime.ListenToken{}, webrtc.ErrNotLive
 	}
 	if mode == "" {
-		mode = webrtc.ModeListen
+		mode = string(webrtc.ModeListen)
 	}
-	return webrtc.ListenToken{ConversationID: id, Mode: mode, URL: "https://voice.example.test/listen/" + id, Token: "listen-" + id, ExpiresAt: time.Now().Add(15 * time.Minute)}, nil
+	return runtime.ListenToken{Mode: mode, URL: "https://voice.example.test/listen/" + id, Token: "listen-" + id, ExpiresAt: time.Now().Add(15 * time.Minute)}, nil
 }
 
 func (f *fakeWebCalls) Register(conv *session.Conversation) func() {
@@ -207,7 +207,7 @@ func (f *fakeWebCalls) Register(conv *session.Conversation) func() {
 
 func (f *fakeWebCalls) Sink(_ string, next session.Sink) session.Sink { return next }
 
-func (f *fakeWebCalls) last() webrtc.WebCallRequest {
+func (f *fakeWebCalls) last() runtime.BrowserCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reqs[len(f.reqs)-1]

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	voicechannels "github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/webrtc"
 	"github.com/parley-voice/parley/webrtc/webrtctest"
 )
@@ -30,7 +31,7 @@ func TestWebCallToBrowser(t *testing.T) {
 	}
 	defer svc.Close()
 	page.Config.Handler = svc.Handler()
-	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{webCalls: svc}})
+	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{webCalls: voicechannels.WebCalls(svc)}})
 	w.credit(t, 10)
 	agent := w.publishedAgent(t, w.p1.ID, "Web", "inbound", channels("voice"))
 	r := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/web-calls", key: kLive,

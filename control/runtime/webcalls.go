@@ -8,18 +8,40 @@ import (
 
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
-	"github.com/parley-voice/parley/webrtc"
 )
 
-// WebCalls is the browser-call service of a media node (*webrtc.Service).
+// WebCalls is the browser-call service of a media node, in the runtime's own terms: the
+// composition root adapts the WebRTC service to it, so the runtime knows nothing of WebRTC.
 type WebCalls interface {
-	CreateWebCall(ctx context.Context, req webrtc.WebCallRequest) (webrtc.WebCall, error)
-	CreateListenToken(ctx context.Context, conversationID string, mode webrtc.ListenMode) (webrtc.ListenToken, error)
+	// CreateWebCall makes a call a page joins with the answer's URL and token.
+	CreateWebCall(ctx context.Context, req BrowserCall) (WebCall, error)
+	// CreateListenToken lets a page listen to (or take over) a live conversation registered
+	// with the service.
+	CreateListenToken(ctx context.Context, conversationID string, mode string) (ListenToken, error)
+	// Register makes a phone call's conversation reachable for listening in.
 	Register(conv *session.Conversation) (unregister func())
+	// Sink wraps a conversation's sink so that the pages of the call see its transcript.
 	Sink(conversationID string, next session.Sink) session.Sink
 }
 
-var _ WebCalls = (*webrtc.Service)(nil)
+// BrowserCall is a browser call to make for a conversation.
+type BrowserCall struct {
+	ConversationID  string
+	ParticipantName string       // how the page names the caller ("" for the default)
+	Sink            session.Sink // the conversation's sink, which the service wraps for the page
+	// Start builds and starts the conversation once the page's media is up.
+	Start func(ctx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error)
+	// Expired is called when nobody joined before the token expired.
+	Expired func()
+}
+
+// ListenToken is what a page listens in with.
+type ListenToken struct {
+	Mode      string
+	URL       string
+	Token     string
+	ExpiresAt time.Time
+}
 
 // WebCall is a browser call a page joins with URL and Token.
 type WebCall struct {
@@ -75,7 +97,7 @@ func (rt *Runtime) handleWebCall(ctx context.Context, body json.RawMessage, repl
 		reply(nil, true, err)
 		return
 	}
-	wc, err := rt.o.WebCalls.CreateWebCall(ctx, webrtc.WebCallRequest{
+	wc, err := rt.o.WebCalls.CreateWebCall(ctx, BrowserCall{
 		ConversationID: string(c.ID), ParticipantName: req.ParticipantName, Sink: l.p,
 		Start: func(callCtx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error) {
 			sess, err := rt.build(callCtx, c, true, sink)
@@ -102,7 +124,7 @@ func (rt *Runtime) handleWebCall(ctx context.Context, body json.RawMessage, repl
 		reply(nil, true, fmt.Errorf("%w: %v", ErrUnreachable, err))
 		return
 	}
-	reply(WebCall{ID: wc.ID, URL: wc.URL, Token: wc.Token, ExpiresAt: wc.ExpiresAt}, true, nil)
+	reply(wc, true, nil)
 }
 
 // Listener is a token that lets a page listen to (or take over) a live voice conversation.
@@ -157,7 +179,7 @@ func (rt *Runtime) handleListen(ctx context.Context, body json.RawMessage, reply
 		reply(nil, true, ErrNotAnswered)
 		return
 	}
-	tok, err := rt.o.WebCalls.CreateListenToken(ctx, string(req.ConversationID), webrtc.ListenMode(req.Mode))
+	tok, err := rt.o.WebCalls.CreateListenToken(ctx, string(req.ConversationID), req.Mode)
 	if err != nil {
 		reply(nil, true, fmt.Errorf("%w: %v", ErrNotAnswered, err))
 		return
