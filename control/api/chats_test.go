@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,11 @@ func testChats(t *testing.T, e engine) {
 	tr := r.JSON["transcript"].([]any)
 	if r.Str("status") != "in_progress" || r.Str("channel") != "chat" || len(tr) != 1 || tr[0].(map[string]any)["text"] != "Hello Ada, how can I help?" {
 		t.Fatalf("created %s", r)
+	}
+	// Transcript lines name their object, and times have one precision (microseconds) however
+	// they were made.
+	if l := tr[0].(map[string]any); l["object"] != "transcript_line" || !regexp.MustCompile(`^[^.]+(\.\d{1,6})?Z$`).MatchString(l["start"].(string)) {
+		t.Fatalf("transcript line %v", l)
 	}
 	if again := w.must(t, 201, req{method: "POST", path: "/v1/chats", key: kLive, header: idem("chat-1"), body: body}); again.Str("id") != id {
 		t.Fatalf("a replayed chat is another: %s", again)

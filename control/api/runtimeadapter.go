@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -117,7 +116,7 @@ func (m runtimeAdapter) StartChat(ctx context.Context, id store.ConversationID) 
 	}
 	lines := make([]conversations.TranscriptLine, len(first))
 	for i, l := range first {
-		lines[i] = transcriptLine(l)
+		lines[i] = conversations.SessionLine(l)
 	}
 	return lines, nil
 }
@@ -134,20 +133,5 @@ func (m runtimeAdapter) Send(ctx context.Context, id store.ConversationID, text 
 	case err != nil:
 		return chats.Turn{}, conversations.RuntimeFault(err, false)
 	}
-	return chats.Turn{User: transcriptLine(turn.User), Agent: transcriptLine(turn.Agent), Ended: turn.Ended, EndReason: turn.EndReason}, nil
-}
-
-// transcriptLine is the TranscriptLine of a line the engine has just made.
-func transcriptLine(l session.Line) conversations.TranscriptLine {
-	meta := json.RawMessage("{}")
-	if len(l.Meta) > 0 {
-		if b, err := json.Marshal(l.Meta); err == nil {
-			meta = b
-		}
-	}
-	end := l.End
-	if end.Before(l.Start) {
-		end = l.Start
-	}
-	return conversations.TranscriptLine{Seq: l.Seq, Role: string(l.Role), Text: l.Text, Start: l.Start.UTC(), End: end.UTC(), Interrupted: l.Interrupted, Meta: meta}
+	return chats.Turn{User: conversations.SessionLine(turn.User), Agent: conversations.SessionLine(turn.Agent), Ended: turn.Ended, EndReason: turn.EndReason}, nil
 }

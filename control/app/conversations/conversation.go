@@ -57,6 +57,7 @@ func (ConversationWithTranscript) SchemaDoc() string {
 
 // TranscriptLine is one line of a conversation's transcript.
 type TranscriptLine struct {
+	Object      string          `json:"object" jsonschema:"enum=transcript_line"`
 	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
 	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
 	Text        string          `json:"text"`
