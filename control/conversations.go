@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/audit"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/jobs"
@@ -27,6 +28,7 @@ const (
 	kindPurgeAgents      = "agents.purge_deleted"     // deleted agents past their purge time
 	kindPurgeIdempotency = "idempotency_keys.purge"   // Idempotency-Key answers older than a day
 	kindPurgeJobs        = "jobs.purge"               // finished jobs past their keeping time
+	kindPurgeAudit       = "audit_events.purge"       // audit events past the 365-day retention
 
 	dialEvery    = time.Second
 	reapEvery    = 30 * time.Second
@@ -149,7 +151,11 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		return err
 	})
 	periodic(kindPurgeIdempotency, purgeEvery, 0, func(ctx context.Context) error {
-		_, err := a.PurgeIdempotencyKeys(ctx, time.Now())
+		_, err := st.PurgeIdempotency(ctx, time.Now())
+		return err
+	})
+	periodic(kindPurgeAudit, purgeEvery, 0, func(ctx context.Context) error {
+		_, err := (&audit.Service{Store: st}).Purge(ctx, time.Now())
 		return err
 	})
 	periodic(kindPurgeJobs, purgeEvery, 0, func(ctx context.Context) error {

@@ -133,7 +133,7 @@ type orgJSON struct {
 
 func toOrgJSON(o store.Org) orgJSON {
 	return orgJSON{ID: string(o.ID), Name: o.Name, Frozen: o.Frozen, CreditMicros: o.CreditMicros,
-		CreditUSD: formatUSD(o.CreditMicros), CreatedAt: o.CreatedAt.UTC()}
+		CreditUSD: billing.FormatUSD(o.CreditMicros), CreatedAt: o.CreatedAt.UTC()}
 }
 
 func orgsCreate(fs *flag.FlagSet) func(a *adminCtx) error {
@@ -489,12 +489,4 @@ func frozenAction(frozen bool) string {
 		return "frozen"
 	}
 	return "unfrozen"
-}
-
-func formatUSD(micros int64) string {
-	sign := ""
-	if micros < 0 {
-		sign, micros = "-", -micros
-	}
-	return fmt.Sprintf("%s%d.%06d", sign, micros/1e6, micros%1e6)
 }

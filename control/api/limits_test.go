@@ -99,8 +99,8 @@ func testIdempotency(t *testing.T, e engine) {
 	if fresh.Header.Get(replayedHeader) != "" || fresh.Str("id") == id {
 		t.Fatalf("an expired key replayed: %s", fresh)
 	}
-	if n, err := w.api.PurgeIdempotencyKeys(ctx, later); err != nil || n < 2 {
-		t.Fatalf("PurgeIdempotencyKeys = %d, %v", n, err)
+	if n, err := w.st.PurgeIdempotency(ctx, later); err != nil || n < 2 {
+		t.Fatalf("PurgeIdempotency = %d, %v", n, err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/billing"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/store"
@@ -169,33 +170,12 @@ func (r Rules) Check(ctx context.Context, q *store.Queries, act app.Actor, mode 
 		st.External = *o.ExternalID
 	}
 	if mode == store.ModeLive {
-		if err := CheckCredit(ctx, q, act.Org.ID, "; add credit to start conversations"); err != nil {
+		// What can still be spent: the balance less what calls in progress have reserved.
+		if err := billing.CheckCanSpend(ctx, q, act.Org.ID, time.Now()); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
-}
-
-// CheckCredit refuses to spend when the organization's credit is used up (402
-// credit_exhausted); more is added to the detail.
-func CheckCredit(ctx context.Context, q *store.Queries, org store.OrgID, more string) error {
-	o, err := q.GetOrg(ctx, org)
-	if err != nil {
-		return err
-	}
-	if o.CreditMicros <= 0 {
-		return fault.E(fault.CodeCreditExhausted, "The organization's credit is used up (%s USD)%s.", FormatUSD(o.CreditMicros), more)
-	}
-	return nil
-}
-
-// FormatUSD renders micro-dollars as a decimal string with six places.
-func FormatUSD(micros int64) string {
-	sign := ""
-	if micros < 0 {
-		sign, micros = "-", -micros
-	}
-	return fmt.Sprintf("%s%d.%06d", sign, micros/1_000_000, micros%1_000_000)
 }
 
 // CheckCall runs the checks of an outbound phone call on top of Check: the numbers (to call,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/billing"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/fault"
@@ -152,7 +153,7 @@ func (s *Service) Send(ctx context.Context, act app.Actor, id string, body Messa
 		return ChatTurn{}, fault.E(fault.CodeConversationEnded, "The chat has ended (%s); start another.", conv.EndReason)
 	}
 	if conv.Mode == store.ModeLive {
-		if err := calls.CheckCredit(ctx, q, conv.OrgID, ""); err != nil {
+		if err := billing.CheckCanSpend(ctx, q, conv.OrgID, time.Now()); err != nil {
 			return ChatTurn{}, err
 		}
 	}

@@ -3,10 +3,10 @@ package conversations
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/billing"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
@@ -48,18 +48,9 @@ func (ConversationCost) SchemaDoc() string { return "What a conversation used an
 func Cost(c store.Conversation) ConversationCost {
 	var k session.Cost
 	_ = json.Unmarshal(c.Cost, &k)
-	return ConversationCost{Object: "conversation_cost", Currency: "USD", TotalMicros: c.CostMicros, Total: FormatUSD(c.CostMicros),
+	return ConversationCost{Object: "conversation_cost", Currency: "USD", TotalMicros: c.CostMicros, Total: billing.FormatUSD(c.CostMicros),
 		Charged: c.Mode == store.ModeLive && c.CostMicros > 0, Final: c.Ended(),
 		STTSeconds: k.STTSeconds, LLMInputTokens: k.LLMInputTokens, LLMOutputTokens: k.LLMOutputTokens, TTSCharacters: k.TTSCharacters, CallSeconds: k.CallSeconds}
-}
-
-// FormatUSD renders micro-dollars as a decimal string with six places.
-func FormatUSD(micros int64) string {
-	sign := ""
-	if micros < 0 {
-		sign, micros = "-", -micros
-	}
-	return fmt.Sprintf("%s%d.%06d", sign, micros/1_000_000, micros%1_000_000)
 }
 
 // Transcript is the Transcript object.
