@@ -64,8 +64,15 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 	stop := context.AfterFunc(c.ctx, cancel)
 	defer stop()
 
+	// The turn's lines wait until the reply is complete: if it fails, nothing of it stays in
+	// the transcript or the history, so a retry of the message makes it once.
 	now := time.Now()
-	user := c.addLine(Line{Role: RoleUser, Text: text, Start: now, End: now})
+	pending := []Line{}
+	c.mu.Lock()
+	c.chatTurn = &pending
+	c.mu.Unlock()
+	histLen := c.historyLen()
+	c.addLine(Line{Role: RoleUser, Text: text, Start: now, End: now})
 	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: text, Images: images}, 0)
 	c.setState(StateThinking)
 	var out strings.Builder
@@ -90,13 +97,17 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 		}
 	})
 	c.addUsage(turn.Usage)
-	turn.User = user
+	c.mu.Lock()
+	c.chatTurn = nil
+	c.mu.Unlock()
 	if failure != nil || ctx.Err() != nil {
 		c.setState(StateListening)
 		if failure == nil {
 			failure = ctx.Err()
 		}
+		c.truncateHistory(histLen)
 		c.mu.Lock()
+		c.turnN-- // the message was not answered: it does not count towards the chat's length
 		c.llmFailures++
 		n := c.llmFailures
 		c.mu.Unlock()
@@ -109,6 +120,11 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 	c.llmFailures = 0
 	c.mu.Unlock()
 	end := time.Now()
+	for i, l := range pending {
+		if l = c.addLine(l); i == 0 {
+			turn.User = l
+		}
+	}
 	turn.Agent = c.addLine(Line{Role: RoleAgent, Text: strings.TrimSpace(out.String()), Start: now, End: end})
 	c.setState(StateListening)
 	if !turn.Ended && c.agent.EndPhrase != "" && strings.Contains(strings.ToLower(out.String()), strings.ToLower(c.agent.EndPhrase)) {

@@ -162,6 +162,10 @@ type Conversation struct {
 	pubState  State
 	cost      Cost
 	chatBusy  bool
+	// chatTurn, while a chat message is answered, holds the turn's lines (the user's, then the
+	// tools') until the reply is complete: a message either completes as one turn or leaves
+	// nothing behind (see Send). Guarded by mu.
+	chatTurn *[]Line
 }
 
 // histEntry is one LLM message with the response generation that produced it.
@@ -805,11 +809,34 @@ func (c *Conversation) startResponse() {
 }
 
 func (c *Conversation) addLine(l Line) Line {
+	c.mu.Lock()
+	if c.chatTurn != nil && (l.Role == RoleUser || l.Role == RoleTool) {
+		*c.chatTurn = append(*c.chatTurn, l)
+		c.mu.Unlock()
+		return l
+	}
+	c.mu.Unlock()
 	l = c.transcript.Append(l)
 	if c.sink != nil {
 		c.sink.LineAdded(l)
 	}
 	return l
+}
+
+// historyLen is the number of messages in the LLM history.
+func (c *Conversation) historyLen() int {
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
+	return len(c.history)
+}
+
+// truncateHistory drops the messages after the first n (a chat message that was not answered).
+func (c *Conversation) truncateHistory(n int) {
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
+	if n < len(c.history) {
+		c.history = c.history[:n]
+	}
 }
 
 func (c *Conversation) appendHistory(m llm.Message, gen int) {

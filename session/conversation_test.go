@@ -448,3 +448,36 @@ type toolFunc func(ctx context.Context, name string, args json.RawMessage) (stri
 func (f toolFunc) Call(ctx context.Context, name string, args json.RawMessage) (string, error) {
 	return f(ctx, name, args)
 }
+
+// A chat message whose reply fails leaves nothing behind: retried, it makes one user line and
+// one reply, and the LLM sees it once.
+func TestChatFailedMessageLeavesNothing(t *testing.T) {
+	r := newRig(t, rigOptions{agent: Agent{SystemPrompt: "x", MaxLLMFailures: 10}, turns: []fakes.ScriptTurn{{Text: "We open at nine."}}, noStart: true})
+	if err := r.conv.StartText(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.chat.FailNext(4, 500, 0)
+	var turn ChatTurn
+	failed := 0
+	for attempt := 0; attempt < 6; attempt++ {
+		var err error
+		if turn, err = r.conv.Send(context.Background(), "When do you open?", nil, nil); err == nil {
+			break
+		}
+		failed++
+		if u := r.lines(RoleUser); len(u) != 0 {
+			t.Fatalf("a failed message left user lines %+v", u)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no attempt failed: the fault was not injected")
+	}
+	u := r.lines(RoleUser)
+	if len(u) != 1 || turn.User.Seq != u[0].Seq || turn.Agent.Text != "We open at nine." || turn.Agent.Seq != turn.User.Seq+1 {
+		t.Fatalf("retried turn %+v; user lines %+v", turn, u)
+	}
+	reqs := r.chat.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); strings.Count(last, "When do you open?") != 1 {
+		t.Fatalf("the LLM saw the message %d times in %s", strings.Count(last, "When do you open?"), last)
+	}
+}
