@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,32 @@ var _ = register(
 	scenario{"ScheduledCalls", testScheduledCalls},
 	scenario{"ScheduledCallsTwoWorkers", testScheduledCallsTwoWorkers},
 	scenario{"WebCalls", testWebCalls},
+	scenario{"ScheduledCallsOfDeletedAgent", testScheduledCallsOfDeletedAgent},
 )
+
+// testScheduledCallsOfDeletedAgent: deleting an agent cancels its scheduled calls, of both key
+// modes, saying why; the calls of other agents stay.
+func testScheduledCallsOfDeletedAgent(t *testing.T, e engine) {
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	gone, kept := w.outboundAgent(t, "+14155550001"), w.outboundAgent(t, "+14155550002")
+	later := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	sched := func(key, agent string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/scheduled-calls", key: key, header: idem(randHex(6)),
+			body: map[string]any{"agent_id": agent, "to_number": "+14155550100", "dial_at": later, "variables": map[string]any{"customer": "Ada"}}}).Str("id")
+	}
+	live, test, other := sched(kLive, gone), sched(kTest, gone), sched(kTest, kept)
+	w.must(t, http.StatusOK, req{method: "DELETE", path: "/v1/agents/" + gone, key: kLive})
+	for key, id := range map[string]string{kLive: live, kTest: test} {
+		r := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/scheduled-calls/" + id, key: key})
+		if r.Str("status") != "cancelled" || r.Str("failure_code") != fault.CodeAgentNotFound || !strings.Contains(r.Str("failure_reason"), "deleted") {
+			t.Fatalf("a scheduled call of the deleted agent: %s", r)
+		}
+	}
+	if r := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/scheduled-calls/" + other, key: kTest}); r.Str("status") != "scheduled" {
+		t.Fatalf("another agent's call: %s", r)
+	}
+}
 
 func testScheduledCalls(t *testing.T, e engine) {
 	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
@@ -44,6 +70,20 @@ func testScheduledCalls(t *testing.T, e engine) {
 		t.Fatalf("due_at %s, want %s", later.Str("due_at"), dialAt.Add(3*time.Hour))
 	}
 	w.fails(t, 422, fault.CodeValidationFailed, sched(kTest, "s3", map[string]any{"dial_at": now.Add(31 * 24 * time.Hour).Format(time.RFC3339)}))
+	// Well in the past is refused; a moment ago means now.
+	w.fails(t, 422, fault.CodeValidationFailed, sched(kTest, "s3-past", map[string]any{"dial_at": now.Add(-10 * time.Minute).Format(time.RFC3339)}))
+	justPast := w.must(t, http.StatusCreated, sched(kTest, "s3-just-past", map[string]any{"dial_at": now.Add(-time.Minute).Format(time.RFC3339)}))
+	if d, _ := time.Parse(time.RFC3339, justPast.Str("due_at")); justPast.Str("status") != "scheduled" || d.Before(now.Add(-time.Second)) {
+		t.Fatalf("a moment ago: %s", justPast)
+	}
+	w.must(t, http.StatusOK, req{method: "DELETE", path: "/v1/scheduled-calls/" + justPast.Str("id"), key: kTest})
+	// A window whose first opening after dial_at falls beyond the 30 days is refused.
+	edge := now.Add(30*24*time.Hour - time.Hour).Truncate(time.Hour)
+	late := w.fails(t, 422, fault.CodeValidationFailed, sched(kTest, "s3-window", map[string]any{"dial_at": edge.Format(time.RFC3339),
+		"call_window": map[string]any{"timezone": "UTC", "start": edge.Add(-2 * time.Hour).Format("15:04"), "end": edge.Add(-time.Hour).Format("15:04")}}))
+	if late.JSON["errors"].([]any)[0].(map[string]any)["pointer"] != "/call_window" {
+		t.Fatalf("window past the limit: %s", late)
+	}
 	w.fails(t, 404, fault.CodeAgentNotFound, sched(kTest, "s4", map[string]any{"agent_id": "0190a6f0-0000-7000-8000-000000000000"}))
 	w.st.AddDoNotCall(ctx, w.org.ID, "+14155550199", "")
 	w.fails(t, 409, fault.CodeDoNotCall, sched(kTest, "s5", map[string]any{"to_number": "+14155550199"}))

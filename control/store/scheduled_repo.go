@@ -99,3 +99,17 @@ func (r ScheduledCalls) Cancel(ctx context.Context, sc Scope, id ScheduledCallID
 	})
 	return s, err
 }
+
+// CancelForAgent cancels every call still scheduled for an agent of the organization, in
+// both key modes (the agent is being deleted), with the failure code and reason given, and
+// returns them. The caller has loaded the agent through its scope.
+func (r ScheduledCalls) CancelForAgent(ctx context.Context, org OrgID, agent AgentID, code, reason string, at time.Time) ([]ScheduledCall, error) {
+	if !validID(org) || !validID(agent) {
+		return nil, nil
+	}
+	now := ts(normTime(at))
+	return list(ctx, r.q, "cancel an agent's scheduled calls",
+		`UPDATE scheduled_calls SET status = 'cancelled', cancelled_at = $3, updated_at = $3, failure_code = $4, failure_reason = $5
+		WHERE org_id = $1 AND agent_id = $2 AND status = 'scheduled' RETURNING `+schedCols,
+		[]any{string(org), string(agent), now, code, reason}, scanScheduled)
+}

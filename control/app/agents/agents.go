@@ -163,8 +163,18 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (AgentDe
 		for i, n := range released {
 			nums[i] = string(n.ID)
 		}
+		// Its scheduled calls would fail when due: they are cancelled now, saying why.
+		cancelled, err := tx.ScheduledCalls().CancelForAgent(ctx, act.Org.ID, a.ID, fault.CodeAgentNotFound,
+			"The agent was deleted before the call was due.", s.now())
+		if err != nil {
+			return AgentDeleted{}, err
+		}
+		calls := make([]string, len(cancelled))
+		for i, c := range cancelled {
+			calls[i] = string(c.ID)
+		}
 		if err := au.Record("agent.deleted", "agent", string(a.ID), a.ProjectID, map[string]any{
-			"name": a.Name, "purges_at": del.PurgesAt, "released_phone_number_ids": nums}); err != nil {
+			"name": a.Name, "purges_at": del.PurgesAt, "released_phone_number_ids": nums, "cancelled_scheduled_call_ids": calls}); err != nil {
 			return AgentDeleted{}, err
 		}
 		return AgentDeleted{Object: "agent", Deleted: true, ID: string(del.ID), PurgesAt: *del.PurgesAt}, nil

@@ -17,10 +17,14 @@ import (
 // maxScheduleAhead is how far ahead a call may be scheduled.
 const maxScheduleAhead = 30 * 24 * time.Hour
 
+// maxScheduleBehind is how far in the past dial_at may be (clocks differ, requests take a
+// while); further back it is refused.
+const maxScheduleBehind = 5 * time.Minute
+
 // ScheduledCallCreate is the body of a call to place later.
 type ScheduledCallCreate struct {
 	CallCreate
-	DialAt *time.Time `json:"dial_at,omitempty" doc:"The earliest the call may be placed; now when omitted or past." jsonschema:"nullable"`
+	DialAt *time.Time `json:"dial_at,omitempty" doc:"The earliest the call may be placed: now when omitted; at most 30 days ahead and 5 minutes behind (422 otherwise). With call_window, its first opening at or after dial_at must also fall within the 30 days." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the body in the document.
@@ -108,17 +112,28 @@ func (s *Service) Schedule(ctx context.Context, act app.Actor, body ScheduledCal
 	dialAt := now
 	if body.DialAt != nil {
 		dialAt = *body.DialAt
-		if dialAt.Sub(now) > maxScheduleAhead {
+		switch {
+		case dialAt.Sub(now) > maxScheduleAhead:
 			return ScheduledCall{}, app.Invalid(jsoncheck.Problem{Pointer: "/dial_at", Code: "out_of_range",
 				Detail: fmt.Sprintf("dial_at may be at most 30 days ahead (until %s).", now.Add(maxScheduleAhead).UTC().Format(time.RFC3339))})
+		case now.Sub(dialAt) > maxScheduleBehind:
+			// A time well in the past is a mistake (a wrong zone, a stale job), not "now".
+			return ScheduledCall{}, app.Invalid(jsoncheck.Problem{Pointer: "/dial_at", Code: "out_of_range",
+				Detail: fmt.Sprintf("dial_at is %s in the past; give a time from %s on, or leave it out to call now.",
+					now.Sub(dialAt).Round(time.Second), now.Add(-maxScheduleBehind).UTC().Format(time.RFC3339))})
 		}
 	}
 	due := dialAt
 	if due.Before(now) {
-		due = now // a time that has passed means now
+		due = now // a time that has just passed means now
 	}
 	if st.Window != nil {
 		due, _ = st.Window.NextOpening(due)
+		if due.Sub(now) > maxScheduleAhead {
+			return ScheduledCall{}, app.Invalid(jsoncheck.Problem{Pointer: "/call_window", Code: "out_of_range",
+				Detail: fmt.Sprintf("The call window first opens at %s, after the 30 days a call may be scheduled ahead (until %s).",
+					due.UTC().Format(time.RFC3339), now.Add(maxScheduleAhead).UTC().Format(time.RFC3339))})
+		}
 	}
 	if mode == store.ModeLive {
 		if err := s.Media.CanPlace(store.ChannelPhone); err != nil {
