@@ -29,6 +29,7 @@ func testChatMessageRetry(t *testing.T, e engine) {
 	if ok == nil {
 		t.Fatal("the retried message never went through")
 	}
+	w.waitLine(t, kTest, id, ok.Str("agent.text")) // lines are stored behind the answer
 	tr := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/conversations/" + id + "/transcript", key: kTest})
 	users := 0
 	for _, l := range tr.JSON["lines"].([]any) {

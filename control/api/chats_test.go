@@ -43,6 +43,13 @@ func (w *world) waitLine(t *testing.T, key, id, text string) {
 	})
 }
 
+// waitAnswering waits until the fake LLM has been asked more than before times: a message is
+// being answered. (The message's line is kept only once its reply is complete.)
+func (w *world) waitAnswering(t *testing.T, before int) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the message being answered", func() bool { return len(w.tp.Fakes.Chat.Requests()) > before })
+}
+
 // chat starts a chat with a fresh agent and returns its id.
 func (w *world) chat(t *testing.T, key string) string {
 	t.Helper()
@@ -137,13 +144,14 @@ func testChatStreaming(t *testing.T, e engine) {
 		events []event
 	}
 	done := make(chan result, 1)
+	asked := len(w.tp.Fakes.Chat.Requests())
 	go func() {
 		r, evs := w.stream(t, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest,
 			header: map[string]string{"Accept": "text/event-stream", "Idempotency-Key": "s1"},
 			body:   map[string]any{"message": "Tell me about the weather in Paris today please"}})
 		done <- result{r, evs}
 	}()
-	w.waitLine(t, kTest, id, "Tell me about the weather in Paris today please")
+	w.waitAnswering(t, asked)
 	w.fails(t, 409, fault.CodeAgentBusy, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "Hello?"}})
 	res := <-done
 	if res.r.Status != 200 || len(res.events) < 3 {
@@ -296,12 +304,13 @@ func testDeleteConversations(t *testing.T, e engine) {
 	w.tp.Fakes.Chat.SetLatency(300*time.Millisecond, 20)
 	busy := w.chat(t, kLive)
 	answered := make(chan struct{})
+	asked := len(w.tp.Fakes.Chat.Requests())
 	go func() {
 		defer close(answered)
 		w.stream(t, req{method: "POST", path: "/v1/conversations/" + busy + "/messages", key: kLive, body: map[string]any{"message": "A long question about many things", "stream": true}})
 	}()
 	defer func() { <-answered }()
-	w.waitLine(t, kLive, busy, "A long question about many things")
+	w.waitAnswering(t, asked)
 	w.fails(t, 409, fault.CodeAgentBusy, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
 	w.st.SetProjectFrozen(ctx, w.p1.ID, true)
 	w.fails(t, 409, fault.CodeProjectFrozen, req{method: "DELETE", path: "/v1/conversations/" + busy, key: kLive})
