@@ -121,6 +121,10 @@ type Conversation struct {
 	takeCh   chan takeReq
 	humanCh  chan string
 
+	// startGate says whether StartVoice may still run: 0 not yet, 1 it began, 2 the
+	// conversation was abandoned before it (Abandon). Exactly one of the two wins.
+	startGate atomic.Int32
+
 	// Loop state (run goroutine only).
 	state        State
 	gen          int // response generation; stale worker events are dropped
@@ -268,8 +272,12 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	if c.stt == nil || c.tts == nil {
 		return errors.New("session: a voice conversation needs STT and TTS")
 	}
+	if !c.startGate.CompareAndSwap(0, 1) {
+		return ErrEnded
+	}
 	vad, err := media.NewVAD(media.VADOptions{Rate: media.PipelineRate, Aggressiveness: c.opts.VADAggressiveness})
 	if err != nil {
+		c.startGate.Store(0) // not started: Abandon may still end it
 		return err
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
@@ -279,6 +287,7 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	s, err := c.stt.Open(c.ctx, c.sttOptions())
 	if err != nil {
 		c.cancel()
+		c.startGate.Store(0) // not started: Abandon may still end it
 		return fmt.Errorf("session: open speech-to-text: %w", err)
 	}
 	c.sttS = s
@@ -343,13 +352,14 @@ func (c *Conversation) ChannelEnded(reason EndReason) {
 	}
 }
 
-// End ends the conversation from outside and waits for it to stop.
+// End ends the conversation from outside and waits for it to stop. A voice conversation that
+// was never started is abandoned (see Abandon).
 func (c *Conversation) End(reason EndReason) {
 	if c.textMode.Load() {
 		c.endText(reason)
 		return
 	}
-	if !c.started.Load() {
+	if c.Abandon(reason) || !c.started.Load() {
 		return
 	}
 	select {
@@ -357,6 +367,30 @@ func (c *Conversation) End(reason EndReason) {
 	case <-c.done:
 	}
 	<-c.done
+}
+
+// Abandon ends a voice conversation whose StartVoice never ran: its channel went away before
+// the call was answered (a 200 never acknowledged, a BYE or CANCEL before the ACK, a failed
+// dial). The sink hears the end with reason and no cost, Done closes and the AfterDone hooks
+// run, so whatever waits on the conversation (its recording, its persister) lets go; a later
+// StartVoice fails with ErrEnded. It reports false and does nothing once StartVoice has begun
+// (or for a text conversation): that conversation ends through ChannelEnded or End.
+func (c *Conversation) Abandon(reason EndReason) bool {
+	if c.textMode.Load() || !c.startGate.CompareAndSwap(0, 2) {
+		return false
+	}
+	c.mu.Lock()
+	c.state, c.pubState, c.endReason = StateEnded, StateEnded, reason
+	c.mu.Unlock()
+	c.drainCommands()
+	c.log.Info("conversation abandoned before it started", "reason", reason)
+	if c.sink != nil {
+		c.sink.StateChanged(StateEnded)
+		c.sink.Ended(reason, Cost{})
+	}
+	close(c.done)
+	c.doneCancel()
+	return true
 }
 
 // frameTracker turns per-frame VAD decisions into debounced speech start/stop events.

@@ -214,6 +214,21 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 	}
 }
 
+// setConversation makes conv the call's conversation. It reports false when the call ended
+// while conv was being built: conv is then abandoned (ended before it started) at once.
+func (c *Call) setConversation(conv *session.Conversation) bool {
+	c.mu.Lock()
+	ended, reason := c.state == CallEnded, c.endReason
+	if !ended {
+		c.conv = conv
+	}
+	c.mu.Unlock()
+	if ended {
+		conv.Abandon(reason)
+	}
+	return !ended
+}
+
 // startConversation starts the built conversation on the call's leg: caller audio and DTMF go
 // to it, its audio and commands come back through the Call.
 func (c *Call) startConversation() error {
@@ -367,11 +382,13 @@ func (c *Call) finish(reason session.EndReason) {
 		c.state = CallEnded
 		c.endedAt = time.Now()
 		c.endReason = reason
-		conv := c.conv
+		conv, live := c.conv, c.convLive
 		outcome := c.outcome
 		c.mu.Unlock()
 		c.s.removeCall(c)
-		if conv == nil {
+		// A conversation built but never started (a 200 never acknowledged, a BYE before the
+		// ACK, a callee gone during AMD) ends here with the call: nothing else would end it.
+		if conv == nil || !live && conv.Abandon(reason) {
 			c.cancel()
 		}
 		st := c.Stats()

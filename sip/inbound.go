@@ -225,9 +225,12 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		cleanup(session.EndFailed)
 		return
 	}
-	c.mu.Lock()
-	c.conv = conv
-	c.mu.Unlock()
+	if !c.setConversation(conv) {
+		// The caller hung up (a BYE on the 180's dialog) while the conversation was built.
+		s.refuse(tx, req, &Refusal{Status: 487, Reason: "request terminated"})
+		cleanup(session.EndCallerHungUp)
+		return
+	}
 	if offer != nil {
 		if err := med.start(s.ctx, n); err != nil {
 			s.refuse(tx, req, &Refusal{Status: 500, Reason: "media failed", Cause: err})
@@ -245,7 +248,12 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	res := s.response(req, 200, tag, sdpOut.Marshal(), hdrs...)
 	ack, err := s.sendFinal(tx, res, req.CSeq().SeqNo, l.ackCh, l.done)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case l.ended():
+			// A BYE before the ACK (or the server closing) ended the leg and the call.
+			log.Info("sip: call ended before the ACK", "reason", string(c.EndReason()))
+			return
+		case ctx.Err() != nil:
 			log.Info("sip: caller cancelled before the answer")
 			cleanup(session.EndCallerHungUp)
 			return

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
+
 	"github.com/parley-voice/parley/codec"
 	"github.com/parley-voice/parley/media"
 )
@@ -52,6 +54,10 @@ type Options struct {
 	// SessionExpires and MinSE are the RFC 4028 session interval Parley asks for and the
 	// smallest it accepts. Zero means the defaults.
 	SessionExpires, MinSE time.Duration
+	// AckTimeout is how long a 2xx to an INVITE is retransmitted while waiting for its ACK
+	// before the call is given up (RFC 3261 §13.3.1.4); zero means 64×T1 (32 s). Tests
+	// shorten it.
+	AckTimeout time.Duration
 	// DrainRetryAfter is the Retry-After of the 503 answered while draining.
 	DrainRetryAfter time.Duration
 	// DefaultCountryCode completes national numbers into E.164 ("1" for the NANP); empty
@@ -96,6 +102,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SessionExpires < o.MinSE {
 		return o, fmt.Errorf("%w: SessionExpires %v below MinSE %v", ErrBadOptions, o.SessionExpires, o.MinSE)
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 64 * sip.T1
 	}
 	if o.DrainRetryAfter <= 0 {
 		o.DrainRetryAfter = DefaultDrainRetryAfter

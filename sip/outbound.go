@@ -93,8 +93,10 @@ func (s *Server) Dial(ctx context.Context, r DialRequest) (*Call, error) {
 		c.hangup(session.EndFailed, "conversation failed")
 		return nil, fmt.Errorf("sip: build conversation: %w", err)
 	}
+	if !c.setConversation(conv) {
+		return nil, &DialError{Outcome: OutcomeFailed, Reason: "hung up at answer"}
+	}
 	c.mu.Lock()
-	c.conv = conv
 	c.outcome = OutcomeAnswered
 	c.mu.Unlock()
 	if r.AMD.Enabled {

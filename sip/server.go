@@ -520,7 +520,7 @@ func (s *Server) sendFinal(tx sip.ServerTransaction, res *sip.Response, seq uint
 	interval := sip.T1
 	retrans := time.NewTimer(interval)
 	defer retrans.Stop()
-	giveUp := time.NewTimer(64 * sip.T1)
+	giveUp := time.NewTimer(s.o.AckTimeout)
 	defer giveUp.Stop()
 	for {
 		select {
