@@ -27,13 +27,18 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // offer, for an INVITE without SDP), retransmitted until the ACK; then the conversation starts.
 // CANCEL at any point before the 200 ends it with 487 (sipgo answers the CANCEL and the INVITE).
 func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
-	if err := s.respond(tx, req, 100, "", nil); err != nil {
-		return
-	}
+	unpend := s.addPending(req, tx)
+	defer unpend()
+	// A 100 that cannot go (a CANCEL already ended the transaction) does not stop the call
+	// from being routed and recorded as cancelled.
+	_ = s.respond(tx, req, 100, "", nil)
+	// ctx ends when the caller cancels; the checks and the router run on the server's context
+	// all the same, so that a cancelled call the router took is recorded (and ended) like any
+	// other, not refused as a routing failure.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	if !tx.OnCancel(func(*sip.Request) { cancel() }) {
-		return
+		cancel() // cancelled already: the INVITE was answered 487
 	}
 	src := messageSource(req)
 	tp := transportOf(req.Transport())
@@ -47,7 +52,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, RefuseSource())
 		return
 	}
-	trunk, err := s.o.Trunks.MatchSource(ctx, src.Addr())
+	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
 	if err != nil {
 		r := RefuseSource()
 		r.Cause = err
@@ -111,11 +116,15 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, &Refusal{Status: 480, Reason: "no router"})
 		return
 	}
-	plan, err := s.o.Router.Inbound(ctx, ic)
+	plan, err := s.o.Router.Inbound(s.ctx, ic)
 	if err != nil {
 		var r *Refusal
 		if !errors.As(err, &r) {
 			r = &Refusal{Status: 500, Reason: "routing failed", Cause: err}
+		}
+		if ctx.Err() != nil && s.ctx.Err() == nil {
+			log.Info("sip: caller cancelled; the call would have been refused", "status", r.Status, "reason", r.Reason)
+			return
 		}
 		s.refuse(tx, req, r)
 		return
@@ -196,6 +205,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	cleanup := func(reason session.EndReason) {
 		l.end(reason, false, "")
 		c.finish(reason)
+	}
+	if ctx.Err() != nil {
+		log.Info("sip: caller cancelled before the call was answered")
+		cleanup(session.EndCallerHungUp)
+		return
 	}
 
 	contactHdr := s.contact(tp, adv)

@@ -49,7 +49,8 @@ type Server struct {
 	listenIP netip.Addr // the listeners' address when it is not a wildcard
 
 	mu       sync.Mutex
-	legs     map[string]*leg // by Call-ID
+	legs     map[string]*leg                  // by Call-ID
+	pending  map[string]sip.ServerTransaction // new INVITEs not yet answered, by inviteKey
 	calls    map[*Call]struct{}
 	draining bool
 	closed   bool
@@ -74,7 +75,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		o: o, log: o.Logger.With("component", "sip"),
-		legs: map[string]*leg{}, calls: map[*Call]struct{}{},
+		legs: map[string]*leg{}, calls: map[*Call]struct{}{}, pending: map[string]sip.ServerTransaction{},
 		idle: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	close(s.idle)
