@@ -68,4 +68,6 @@ const (
 	EndSilenceTimeout EndReason = "silence_timeout"
 	EndMaxDuration    EndReason = "max_duration"
 	EndAPI            EndReason = "ended_by_api"
+	// EndShutdown: the node was shutting down and its drain deadline passed.
+	EndShutdown EndReason = "shutdown"
 )

@@ -283,6 +283,9 @@ func (c *Call) monitor(conv *session.Conversation) {
 		return
 	}
 	m := &callMonitor{c: c, conv: conv}
+	c.s.mu.Lock()
+	c.s.convs[c] = struct{}{}
+	c.s.mu.Unlock()
 	c.mu.Lock()
 	already := false
 	select {
@@ -358,6 +361,9 @@ func (m *callMonitor) release() {
 	}
 	m.mu.Unlock()
 	m.c.cancel()
+	m.c.s.mu.Lock()
+	delete(m.c.s.convs, m.c)
+	m.c.s.mu.Unlock()
 	m.c.s.wg.Done()
 }
 

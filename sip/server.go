@@ -52,6 +52,7 @@ type Server struct {
 	legs     map[string]*leg                  // by Call-ID
 	pending  map[string]sip.ServerTransaction // new INVITEs not yet answered, by inviteKey
 	calls    map[*Call]struct{}
+	convs    map[*Call]struct{} // calls whose conversation may still be running (callMonitor)
 	draining bool
 	closed   bool
 	waiting  bool          // Close is waiting for the goroutines: no new ones may start
@@ -76,7 +77,8 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		o: o, log: o.Logger.With("component", "sip"),
 		legs: map[string]*leg{}, calls: map[*Call]struct{}{}, pending: map[string]sip.ServerTransaction{},
-		idle: make(chan struct{}), stopped: make(chan struct{}),
+		convs: map[*Call]struct{}{},
+		idle:  make(chan struct{}), stopped: make(chan struct{}),
 	}
 	close(s.idle)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -281,7 +283,7 @@ func (s *Server) serve(f func() error, name string) {
 
 // Drain stops taking calls (new INVITEs are answered 503 with Retry-After, Dial fails with
 // ErrDraining) and waits for the calls in progress to end. When ctx ends first, it hangs up the
-// calls left and returns ctx's error.
+// calls left (end reason shutdown) and returns ctx's error.
 func (s *Server) Drain(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -299,7 +301,7 @@ func (s *Server) Drain(ctx context.Context) error {
 		select {
 		case <-idle:
 		case <-ctx.Done():
-			s.endAll(session.EndFailed, "node shutting down")
+			s.endAll(session.EndShutdown, "node shutting down")
 			return ctx.Err()
 		}
 	}
@@ -330,14 +332,16 @@ func (s *Server) endAll(reason session.EndReason, text string) {
 	}
 }
 
-// Close hangs up every call, closes the listeners and waits for the server's goroutines. It is
-// idempotent.
+// Close hangs up every call (end reason shutdown), gives the BYEs up to closeGrace to be
+// answered, cancels the conversations still finishing, closes the listeners and waits for the
+// server's goroutines. It is idempotent. It returns within a few seconds whatever state the
+// calls are in, so that a node's shutdown fits in its drain timeout plus 5 s.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.endAll(session.EndFailed, "node shutting down")
+		s.endAll(session.EndShutdown, "node shutting down")
 		// Give the BYEs a moment to be answered before the transports go away.
 		bgDone := make(chan struct{})
 		s.wg.Add(1)
@@ -346,12 +350,23 @@ func (s *Server) Close() error {
 			s.bg.Wait()
 			close(bgDone)
 		}()
-		grace := time.NewTimer(3 * time.Second)
+		grace := time.NewTimer(closeGrace)
 		select {
 		case <-bgDone:
 		case <-grace.C:
 		}
 		grace.Stop()
+		// The conversations of ended calls would get convGrace to finish on their own: no
+		// longer.
+		s.mu.Lock()
+		convs := make([]*Call, 0, len(s.convs))
+		for c := range s.convs {
+			convs = append(convs, c)
+		}
+		s.mu.Unlock()
+		for _, c := range convs {
+			c.cancel()
+		}
 		s.cancel()
 		s.closeListeners()
 		if s.ua != nil {
@@ -365,6 +380,9 @@ func (s *Server) Close() error {
 	})
 	return nil
 }
+
+// closeGrace is how long Close lets the BYEs of the calls it hangs up be answered.
+const closeGrace = 2 * time.Second
 
 // track counts a goroutine (or request handler) the server must wait for; it reports false
 // once Close waits, when nothing new may start.

@@ -75,6 +75,19 @@ func TestDrainDeadline(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call was not hung up at the deadline")
 	}
+	// Issue 22 item 2: a call ended at the drain deadline ends as shutdown, not failed.
+	if got := s.pcall.EndReason(); got != session.EndShutdown {
+		t.Errorf("end reason at the drain deadline %q, want shutdown", got)
+	}
+	conv := s.pcall.Conversation()
+	select {
+	case <-conv.Done():
+	case <-time.After(time.Second):
+		t.Fatal("the conversation did not end within a second of the hang-up")
+	}
+	if got := conv.EndReason(); got != session.EndShutdown {
+		t.Errorf("conversation end reason %q, want shutdown", got)
+	}
 }
 
 // TestOptionsKeepalive: out-of-dialog OPTIONS (a carrier's keep-alive) is answered 200 with our

@@ -335,3 +335,25 @@ func TestPersisterOrder(t *testing.T) {
 }
 
 var _ = fakes.ScriptEcho
+
+// TestCloseEndsAsShutdown is issue 22 item 2: closing a node's runtime ends the calls still
+// live as shutdown (not failed), stores their end, and returns within its budget.
+func TestCloseEndsAsShutdown(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", true)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+	if err := rt.Place(ctx, store.ModeTest, PlaceRequest{ConversationID: c.ID, Lines: []string{"one", "two", "three", "four", "five", "six"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the call in progress", func() bool { return r.get(c.ID).Status == store.ConvInProgress })
+	start := time.Now()
+	rt.Close()
+	if d := time.Since(start); d > closeBudget+500*time.Millisecond {
+		t.Errorf("Close took %v (budget %v)", d, closeBudget)
+	}
+	got := r.get(c.ID)
+	if got.Status != store.ConvEnded || got.EndReason != string(session.EndShutdown) {
+		t.Fatalf("after Close: status %s, end reason %q; want ended, shutdown", got.Status, got.EndReason)
+	}
+}
