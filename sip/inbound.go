@@ -156,6 +156,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		fail(r, session.EndFailed)
 		return
 	}
+	med.awaitAck.Store(true) // no packet toward the offer's address before the ACK (issue 22)
 	tag := newTag()
 	adv := s.advertise(src.Addr())
 	origin := Origin{Username: "parley", SessionID: sdpSessionID(), Address: adv.String()}
@@ -279,6 +280,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	l.confirm()
+	med.acked()
 	if offer == nil {
 		// Late offer: the answer is in the ACK (RFC 3261 §13.2.1).
 		answer, err := ParseSDP(ack.Body())

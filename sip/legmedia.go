@@ -57,6 +57,12 @@ type legMedia struct {
 	ep      *media.RTPEndpoint
 	started atomic.Bool
 	closed  atomic.Bool
+	// awaitAck holds every packet back until the ACK of an inbound call's 200: an INVITE's
+	// SDP may name any address, and only the ACK shows that its sender takes the call. The
+	// endpoint starts without a remote; acked gives it the signalled one (guarded by txMu).
+	awaitAck   atomic.Bool
+	ackRemote  netip.AddrPort
+	ackRemoteC netip.AddrPort
 
 	txMu sync.Mutex
 	tx   txState
@@ -155,10 +161,17 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		m.apply(n)
 		return nil
 	}
+	remote, remoteRTCP := n.Remote, n.RemoteRTCP
+	if m.awaitAck.Load() {
+		m.txMu.Lock()
+		m.ackRemote, m.ackRemoteC = remote, remoteRTCP
+		m.txMu.Unlock()
+		remote, remoteRTCP = netip.AddrPort{}, netip.AddrPort{}
+	}
 	ep, err := media.NewRTPEndpoint(ctx, media.RTPConfig{
 		Ports:             m.ports,
-		Remote:            n.Remote,
-		RemoteRTCP:        n.RemoteRTCP,
+		Remote:            remote,
+		RemoteRTCP:        remoteRTCP,
 		PayloadType:       n.Audio.PayloadType,
 		ClockRate:         n.Audio.ClockRate,
 		InactivityTimeout: -1, // the leg watches inactivity itself: hold must not count
@@ -188,6 +201,16 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 	m.started.Store(true)
 	go m.run()
 	return nil
+}
+
+// acked lets the media flow once the ACK arrived: the endpoint gets the signalled remote.
+func (m *legMedia) acked() {
+	m.txMu.Lock()
+	defer m.txMu.Unlock()
+	if !m.awaitAck.Swap(false) || m.ep == nil {
+		return
+	}
+	m.ep.SetRemote(m.ackRemote, m.ackRemoteC)
 }
 
 // apply takes a renegotiation (re-INVITE, UPDATE, the answer after early media): new remote
@@ -348,7 +371,7 @@ func (m *legMedia) sendFrame(f *media.Frame) {
 // 20 ms, accumulates and writes whole packets). Callers hold txMu.
 func (m *legMedia) sendLocked(pcm []int16, now time.Time) {
 	t := &m.tx
-	if !t.sending || t.dtmf || t.enc == nil || m.closed.Load() {
+	if !t.sending || t.dtmf || t.enc == nil || m.closed.Load() || m.awaitAck.Load() {
 		return
 	}
 	if t.rs != nil {
