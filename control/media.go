@@ -50,7 +50,8 @@ func (n *Node) startMedia(masterKey []byte) error {
 	srv, err := sip.New(sip.Options{
 		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
 		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
-		Router: sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
+		TransferAllow: n.cfg.TransferAllow,
+		Router:        sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
 	})
 	if err != nil {
 		svc.Close()

@@ -29,6 +29,10 @@ var (
 	ErrNotEstablished = errors.New("sip: call is not established")
 	// ErrAtCapacity is returned by Dial when the node already carries Options.MaxCalls calls.
 	ErrAtCapacity = errors.New("sip: node at its call capacity")
+	// ErrDestinationNotAllowed says a transfer destination is a loopback, private, link-local
+	// or otherwise non-public address that Options.TransferAllow does not allow. An API
+	// answers it 422.
+	ErrDestinationNotAllowed = errors.New("sip: transfer destination not allowed")
 )
 
 // Refusal is the answer Parley gives an INVITE it will not take: a SIP status, the text of the

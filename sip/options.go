@@ -58,6 +58,11 @@ type Options struct {
 	// before the call is given up (RFC 3261 §13.3.1.4); zero means 64×T1 (32 s). Tests
 	// shorten it.
 	AckTimeout time.Duration
+	// TransferAllow lists the non-public networks transfers may go to (a PBX on the LAN):
+	// a transfer to a SIP URI whose host is (or resolves to) a loopback, private, link-local,
+	// unspecified or multicast address outside these is refused with ErrDestinationNotAllowed
+	// (PARLEY_TRANSFER_ALLOW). Numbers dialled through a trunk are not checked.
+	TransferAllow []netip.Prefix
 	// DrainRetryAfter is the Retry-After of the 503 answered while draining.
 	DrainRetryAfter time.Duration
 	// DefaultCountryCode completes national numbers into E.164 ("1" for the NANP); empty

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"sort"
@@ -70,6 +71,7 @@ type Config struct {
 	SIPTLSKey     string
 	RTPPorts      PortRange
 	PublicIP      string
+	TransferAllow []netip.Prefix
 	WebRTCUDPPort int
 	MasterKey     string
 	LogLevel      slog.Level
@@ -134,6 +136,7 @@ func settings() []scopedSetting {
 		{setting{"sip-tls-key", "PARLEY_SIP_TLS_KEY", "", "PEM private key file for SIP over TLS", setString(func(c *Config) *string { return &c.SIPTLSKey })}, ScopeServe},
 		{setting{"rtp-ports", "PARLEY_RTP_PORTS", "10000-20000", "UDP port range for RTP (pairs: even RTP, odd RTCP)", setPorts}, ScopeServe},
 		{setting{"public-ip", "PARLEY_PUBLIC_IP", "", "IP address advertised in SIP Via/Contact, SDP and WebRTC NAT 1:1 candidates (empty: the local address)", setPublicIP}, ScopeServe},
+		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
 		{setting{"log-level", "PARLEY_LOG_LEVEL", "info", "log level: debug, info, warn, error", setLogLevel}, ScopeStore | ScopeServe},
@@ -489,6 +492,26 @@ func setPorts(c *Config, v string) error {
 		return errors.New("want two ports 1024-65535, low-high, at least one even/odd pair apart")
 	}
 	c.RTPPorts = PortRange{Min: a, Max: b}
+	return nil
+}
+
+func setTransferAllow(c *Config, v string) error {
+	c.TransferAllow = nil
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("want CIDRs or addresses, comma-separated: %q", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.TransferAllow = append(c.TransferAllow, p.Masked())
+	}
 	return nil
 }
 

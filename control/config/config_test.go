@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -126,5 +127,19 @@ func TestBoolSettingAsBareFlag(t *testing.T) {
 	c, _, err = Parse("parley serve", ScopeServe, nil, env(map[string]string{"PARLEY_PPROF": "true"}), nil, nil)
 	if err != nil || !c.Pprof {
 		t.Fatalf("PARLEY_PPROF: %v", err)
+	}
+}
+
+// TestTransferAllow: PARLEY_TRANSFER_ALLOW takes CIDRs and bare addresses; junk names itself.
+func TestTransferAllow(t *testing.T) {
+	c, _, err := Parse("parley serve", ScopeServe, nil, env(map[string]string{"PARLEY_TRANSFER_ALLOW": "10.0.0.0/8, 192.168.1.7,fd00::/8"}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.TransferAllow); got != "[10.0.0.0/8 192.168.1.7/32 fd00::/8]" {
+		t.Errorf("TransferAllow %s", got)
+	}
+	if _, _, err := Parse("parley serve", ScopeServe, []string{"--transfer-allow", "lan"}, env(nil), nil, nil); err == nil || !strings.Contains(err.Error(), "transfer-allow") {
+		t.Errorf("a bad allow-list: %v", err)
 	}
 }
