@@ -53,8 +53,10 @@ type EndReason string
 
 // End reasons.
 const (
-	EndCompleted      EndReason = "completed"
-	EndCallerHungUp   EndReason = "caller_hung_up"
+	EndCompleted    EndReason = "completed"
+	EndCallerHungUp EndReason = "caller_hung_up"
+	// EndCalleeHungUp: the called party of an outbound call hung up.
+	EndCalleeHungUp   EndReason = "callee_hung_up"
 	EndAgentEnded     EndReason = "agent_ended"
 	EndNoAnswer       EndReason = "no_answer"
 	EndBusy           EndReason = "busy"

@@ -190,6 +190,9 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 	c.mu.Unlock()
 	switch {
 	case l == primary:
+		if reason == session.EndCallerHungUp && c.dir == Outbound {
+			reason = session.EndCalleeHungUp // the remote party of an outbound call is the callee
+		}
 		switch {
 		case through:
 			// A warm transfer bridged through the conversation: it ends with the call.

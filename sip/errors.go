@@ -70,6 +70,11 @@ func RefuseUnknownNumber(number string) *Refusal {
 // RefuseNoAgent answers 480: the number has no published inbound agent.
 func RefuseNoAgent() *Refusal { return &Refusal{Status: 480, Reason: "no published agent"} }
 
+// RefuseAgentOutboundOnly answers 480: the number's agent only places calls.
+func RefuseAgentOutboundOnly() *Refusal {
+	return &Refusal{Status: 480, Reason: "agent does not answer calls"}
+}
+
 // RefuseProjectFrozen answers 480: the number's project is frozen.
 func RefuseProjectFrozen() *Refusal { return &Refusal{Status: 480, Reason: "project frozen"} }
 

@@ -187,6 +187,15 @@ func TestSIPRouterUnacknowledged(t *testing.T) {
 		}
 		waitFor(t, time.Second, "the recording closed and named", func() bool { return r.get(c.ID).Recording != "" })
 	}
+	// Issue 22 item 8: a number whose agent only places calls says so.
+	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550052", AgentID: r.agent.ID}); err != nil {
+		t.Fatal(err)
+	}
+	out := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+	out.Invite("+14155550052", rtpAddr)
+	if !out.WaitStatus(480, 480, 5*time.Second) || !strings.Contains(out.FinalReason(), "agent does not answer calls") {
+		t.Errorf("a number of an outbound-only agent: %v, Reason %q", out, out.FinalReason())
+	}
 	// The organization is not blocked: a well-behaved call is taken.
 	u := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
 	u.Invite("+14155550051", rtpAddr)

@@ -39,6 +39,7 @@ type RawUA struct {
 	mu       sync.Mutex
 	toTag    string
 	statuses []int          // statuses of the answers to the INVITE, in order
+	reason   string         // the Reason header of the last final answer to the INVITE
 	others   map[string]int // final status of the CANCEL and BYE, by method
 	requests []string       // methods of the requests the server sent
 	changed  chan struct{}  // closed and replaced on every message
@@ -211,6 +212,9 @@ func (u *RawUA) take(b []byte) {
 		switch cs.MethodName {
 		case sip.INVITE:
 			u.statuses = append(u.statuses, m.StatusCode)
+			if h := m.GetHeader("Reason"); h != nil && m.StatusCode >= 200 {
+				u.reason = h.Value()
+			}
 			if tag, ok := m.To().Params.Get("tag"); ok && tag != "" && (u.toTag == "" || m.StatusCode >= 200 && m.StatusCode < 300) {
 				u.toTag = tag
 			}
@@ -289,6 +293,13 @@ func (u *RawUA) Final(method string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.others[method]
+}
+
+// FinalReason returns the Reason header (RFC 3326) of the last final answer to the INVITE.
+func (u *RawUA) FinalReason() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.reason
 }
 
 // Received returns the methods of the requests the server sent (BYE …).
