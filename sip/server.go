@@ -258,8 +258,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.tlsLn != nil {
 		s.serve(func() error { return s.srv.ServeTLS(s.tlsLn) }, "tls")
 	}
-	s.log.Info("sip: serving", "udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String(),
-		"tls", s.Addr(TLS).String(), "advertise", s.advertise(netip.Addr{}).String())
+	attrs := []any{"udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String()}
+	if s.tlsLn != nil { // no TLS: no tls attribute (it printed "invalid AddrPort")
+		attrs = append(attrs, "tls", s.Addr(TLS).String())
+	}
+	attrs = append(attrs, "advertise", s.advertise(netip.Addr{}).String())
+	s.log.Info("sip: serving", attrs...)
 	select {
 	case <-ctx.Done():
 	case <-s.ctx.Done():

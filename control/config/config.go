@@ -72,6 +72,7 @@ type Config struct {
 	RTPPorts      PortRange
 	PublicIP      string
 	TransferAllow []netip.Prefix
+	MediaAddr     string
 	WebRTCUDPPort int
 	MasterKey     string
 	LogLevel      slog.Level
@@ -136,6 +137,7 @@ func settings() []scopedSetting {
 		{setting{"sip-tls-key", "PARLEY_SIP_TLS_KEY", "", "PEM private key file for SIP over TLS", setString(func(c *Config) *string { return &c.SIPTLSKey })}, ScopeServe},
 		{setting{"rtp-ports", "PARLEY_RTP_PORTS", "10000-20000", "UDP port range for RTP (pairs: even RTP, odd RTCP)", setPorts}, ScopeServe},
 		{setting{"public-ip", "PARLEY_PUBLIC_IP", "", "IP address advertised in SIP Via/Contact, SDP and WebRTC NAT 1:1 candidates (empty: the local address)", setPublicIP}, ScopeServe},
+		{setting{"media-addr", "PARLEY_MEDIA_ADDR", "", "IP address the RTP ports and the WebRTC UDP port bind (empty: the host of --sip-addr when it names one, else every interface)", setMediaAddr}, ScopeServe},
 		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
@@ -493,6 +495,32 @@ func setPorts(c *Config, v string) error {
 	}
 	c.RTPPorts = PortRange{Min: a, Max: b}
 	return nil
+}
+
+func setMediaAddr(c *Config, v string) error {
+	if v != "" {
+		if _, err := netip.ParseAddr(v); err != nil {
+			return errors.New("want an IP address")
+		}
+	}
+	c.MediaAddr = v
+	return nil
+}
+
+// MediaBindIP is the address the media sockets bind: MediaAddr, else the SIP listener's host
+// when it is a specific address, else the zero Addr (every interface).
+func (c *Config) MediaBindIP() netip.Addr {
+	if a, err := netip.ParseAddr(c.MediaAddr); err == nil {
+		return a
+	}
+	host, _, err := net.SplitHostPort(c.SIPAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
+		return a
+	}
+	return netip.Addr{}
 }
 
 func setTransferAllow(c *Config, v string) error {

@@ -143,3 +143,25 @@ func TestTransferAllow(t *testing.T) {
 		t.Errorf("a bad allow-list: %v", err)
 	}
 }
+
+// TestMediaBindIP: issue 22 item 10: the media sockets bind PARLEY_MEDIA_ADDR, else the SIP
+// listener's host when it names one, else every interface.
+func TestMediaBindIP(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sip-addr", "127.0.0.1:5060"}, "127.0.0.1"},
+		{[]string{"--sip-addr", ":5060"}, "invalid IP"},
+		{[]string{"--sip-addr", "0.0.0.0:5060"}, "invalid IP"},
+		{[]string{"--sip-addr", "127.0.0.1:5060", "--media-addr", "10.0.0.5"}, "10.0.0.5"},
+	} {
+		cfg, _, err := Parse("parley serve", ScopeServe, c.args, env(nil), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.MediaBindIP().String(); got != c.want {
+			t.Errorf("%v: media binds %s, want %s", c.args, got, c.want)
+		}
+	}
+}
