@@ -150,6 +150,8 @@ type Conversation struct {
 	tMaxDur      timer
 	tBarge       timer
 	tFiller      timer
+	tDTMF        timer // the inter-digit timeout of a turn of keypad digits
+	digitsN      int   // digits pressed in the turn of digits not yet answered
 	toolsRunning int
 	fillerIdx    int
 	turns        []TurnMetrics
@@ -508,6 +510,9 @@ func (c *Conversation) run() {
 		case <-c.tFiller.C():
 			c.tFiller.fired()
 			c.onFiller()
+		case <-c.tDTMF.C():
+			c.tDTMF.fired()
+			c.dtmfTurn("dtmf_timeout")
 		}
 		if c.state == StateEnded {
 			return
@@ -1161,9 +1166,45 @@ func (c *Conversation) onFiller() {
 	c.speakUtterance(f, uttFiller, nil)
 }
 
+// onDTMF takes a digit: it goes to the transcript and the history at once, and the digits end
+// the caller's turn after the terminator key or the inter-digit timeout (TurnSettings), so a
+// "press 1" menu gets its answer without the caller speaking. A digit pressed while the agent
+// talks interrupts it, as speech would.
 func (c *Conversation) onDTMF(d rune) {
+	if c.state == StateAgentSpeaking || c.state == StateThinking {
+		c.bargeIn()
+	}
 	c.addLine(Line{Role: RoleUser, Text: "DTMF " + string(d), Start: time.Now(), End: time.Now(), Meta: map[string]any{"dtmf": string(d)}})
 	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: "[The caller pressed " + string(d) + " on the keypad]"}, c.gen)
+	c.digitsN++
+	if t := c.agent.Turn.DTMFTerminator; t != "" && string(d) == t {
+		c.tDTMF.stop()
+		c.dtmfTurn("dtmf_terminator")
+		return
+	}
+	if c.agent.Turn.DTMFTimeout > 0 {
+		c.tDTMF.set(c.agent.Turn.DTMFTimeout)
+	}
+}
+
+// dtmfTurn ends a turn of keypad digits and asks the LLM for the answer.
+func (c *Conversation) dtmfTurn(how string) {
+	if c.digitsN == 0 || c.state != StateUserSpeaking && c.state != StateListening && c.state != StateTakeover {
+		return
+	}
+	c.digitsN = 0
+	c.tEndpoint.stop()
+	c.tMaxWait.stop()
+	now := time.Now()
+	c.turnN++
+	c.cur = TurnMetrics{Turn: c.turnN, EndOfTurn: now, SpeechEnd: now, Endpointing: how}
+	c.lastTurnEnd = now
+	c.reprompts = 0
+	if c.takeover != nil {
+		c.setState(StateTakeover)
+		return
+	}
+	c.startResponse()
 }
 
 // finish ends the conversation once. hangup says the engine decided it, so the port is hung up.
@@ -1184,7 +1225,7 @@ func (c *Conversation) finish(reason EndReason, hangup bool) {
 	c.mu.Lock()
 	c.endReason = reason
 	c.mu.Unlock()
-	for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tMaxDur, &c.tBarge, &c.tFiller} {
+	for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tMaxDur, &c.tBarge, &c.tFiller, &c.tDTMF} {
 		t.stop()
 	}
 	if hangup && c.port != nil {
