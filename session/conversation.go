@@ -121,6 +121,9 @@ type Conversation struct {
 	takeCh   chan takeReq
 	humanCh  chan string
 
+	holdCh chan bool   // SetHold's changes, to the loop
+	holdIn atomic.Bool // on hold: PushFrame drops the caller's audio (music on hold)
+
 	// startGate says whether StartVoice may still run: 0 not yet, 1 it began, 2 the
 	// conversation was abandoned before it (Abandon). Exactly one of the two wins.
 	startGate atomic.Int32
@@ -151,6 +154,7 @@ type Conversation struct {
 	tBarge       timer
 	tFiller      timer
 	tDTMF        timer // the inter-digit timeout of a turn of keypad digits
+	held         bool  // the caller put the call on hold: the agent neither listens nor speaks
 	digitsN      int   // digits pressed in the turn of digits not yet answered
 	toolsRunning int
 	fillerIdx    int
@@ -220,6 +224,7 @@ func New(o Options) (*Conversation, error) {
 		takeCh:  make(chan takeReq),
 		humanCh: make(chan string, 16),
 		cmdCh:   make(chan *pendingCommand, 32),
+		holdCh:  make(chan bool, 8),
 	}
 	return c, nil
 }
@@ -316,7 +321,7 @@ func (c *Conversation) sttOptions() stt.StreamOptions {
 // called from the media path: it runs the VAD, feeds the recognizer without blocking, and tells
 // the loop only about speech starting and stopping. It allocates nothing.
 func (c *Conversation) PushFrame(f *media.Frame) {
-	if !c.pushOK.Load() {
+	if !c.pushOK.Load() || c.holdIn.Load() {
 		return
 	}
 	c.taps.caller(f)
@@ -513,6 +518,8 @@ func (c *Conversation) run() {
 		case <-c.tDTMF.C():
 			c.tDTMF.fired()
 			c.dtmfTurn("dtmf_timeout")
+		case on := <-c.holdCh:
+			c.onHold(on)
 		}
 		if c.state == StateEnded {
 			return
@@ -762,6 +769,10 @@ func (c *Conversation) cancelResponse() {
 func (c *Conversation) endTurn(how string) {
 	c.tEndpoint.stop()
 	c.tMaxWait.stop()
+	if c.held {
+		c.finals, c.interim = nil, ""
+		return
+	}
 	if c.state != StateUserSpeaking && c.state != StateListening && c.state != StateTakeover {
 		return
 	}
@@ -1145,8 +1156,48 @@ func (c *Conversation) stopSpeaking(interrupted bool) {
 	c.utts = c.utts[:0]
 }
 
+// SetHold tells a voice conversation that the caller put the call on hold (a sendonly or
+// inactive re-INVITE: no audio reaches the caller) or took it off. While on hold the agent
+// neither listens nor speaks: a reply in progress is stopped and the transcript keeps only
+// what was played before the hold (marked interrupted), and nothing is generated until the
+// call resumes.
+func (c *Conversation) SetHold(on bool) {
+	if !c.started.Load() {
+		return
+	}
+	c.holdIn.Store(on)
+	select {
+	case c.holdCh <- on:
+	default:
+	}
+}
+
+// onHold applies SetHold in the loop.
+func (c *Conversation) onHold(on bool) {
+	if on == c.held {
+		return
+	}
+	c.held = on
+	if c.takeover != nil {
+		return // a human has the call: the takeover carries on as it is
+	}
+	if on {
+		c.log.Info("call on hold: the agent stops talking and listening")
+		c.cancelResponse()
+		c.stopSpeaking(true)
+		for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tBarge, &c.tFiller, &c.tDTMF} {
+			t.stop()
+		}
+		c.finals, c.interim, c.digitsN, c.userSpeaking, c.bargeArmed = nil, "", 0, false, false
+		c.setState(StateListening)
+		return
+	}
+	c.log.Info("call resumed")
+	c.enterListening()
+}
+
 func (c *Conversation) onSilenceTimeout() {
-	if c.state != StateListening || c.userSpeaking {
+	if c.held || c.state != StateListening || c.userSpeaking {
 		return
 	}
 	if c.reprompts >= c.agent.Reprompts {
@@ -1158,7 +1209,7 @@ func (c *Conversation) onSilenceTimeout() {
 }
 
 func (c *Conversation) onFiller() {
-	if c.toolsRunning == 0 || len(c.agent.Fillers) == 0 {
+	if c.held || c.toolsRunning == 0 || len(c.agent.Fillers) == 0 {
 		return
 	}
 	f := c.agent.Fillers[c.fillerIdx%len(c.agent.Fillers)]
@@ -1171,6 +1222,9 @@ func (c *Conversation) onFiller() {
 // "press 1" menu gets its answer without the caller speaking. A digit pressed while the agent
 // talks interrupts it, as speech would.
 func (c *Conversation) onDTMF(d rune) {
+	if c.held {
+		return
+	}
 	if c.state == StateAgentSpeaking || c.state == StateThinking {
 		c.bargeIn()
 	}

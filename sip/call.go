@@ -180,6 +180,7 @@ func (c *Call) emit(ev Event) {
 func (c *Call) attach(l *leg) {
 	l.onEnd = c.legEnded
 	l.onRefer = c.onRefer
+	l.onMedia = c.mediaChanged
 	c.primary.Store(l)
 }
 
@@ -230,6 +231,21 @@ func (c *Call) setConversation(conv *session.Conversation) bool {
 		conv.Abandon(reason)
 	}
 	return !ended
+}
+
+// mediaChanged tells the conversation when the caller puts the call on hold (we may no longer
+// send: sendonly or inactive from them) and takes it off, so that it does not talk into the
+// hold (issue 22 item 4).
+func (c *Call) mediaChanged(l *leg, n Negotiated) {
+	if l != c.primary.Load() {
+		return
+	}
+	c.mu.Lock()
+	conv, live := c.conv, c.convLive
+	c.mu.Unlock()
+	if conv != nil && live {
+		conv.SetHold(!n.Sending())
+	}
 }
 
 // startConversation starts the built conversation on the call's leg: caller audio and DTMF go
