@@ -57,7 +57,7 @@ func (n *Node) startMedia(masterKey []byte) error {
 	srv, err := sip.New(sip.Options{
 		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
 		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
-		TransferAllow: n.cfg.TransferAllow, RTPIP: bind,
+		TransferAllow: n.cfg.TransferAllow, RTPIP: bind, Observer: sipObserver{n.metrics.voice},
 		Router: sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
 	})
 	if err != nil {

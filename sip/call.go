@@ -410,7 +410,7 @@ func (c *Call) finish(reason session.EndReason) {
 		conv, live := c.conv, c.convLive
 		outcome := c.outcome
 		c.mu.Unlock()
-		c.s.removeCall(c)
+		counted := c.s.removeCall(c)
 		// A conversation built but never started (a 200 never acknowledged, a BYE before the
 		// ACK, a callee gone during AMD) ends here with the call: nothing else would end it.
 		if conv == nil || !live && conv.Abandon(reason) {
@@ -421,6 +421,9 @@ func (c *Call) finish(reason session.EndReason) {
 			"rtp_sent", st.PacketsSent, "rtp_received", st.PacketsReceived, "lost", st.PacketsLost,
 			"jitter", st.Jitter.String(), "rtt", st.RTT.String())
 		close(c.done)
+		if o := c.s.o.Observer; o != nil && counted {
+			o.CallEnded(c.dir, reason, st)
+		}
 		c.mu.Lock()
 		hook := c.finishHook
 		c.finishHook = nil

@@ -245,6 +245,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 	for {
 		select {
 		case res := <-tx.Responses():
+			l.s.observeResponse(false, res.StatusCode)
 			switch {
 			case res.IsProvisional():
 				continue

@@ -72,6 +72,8 @@ type Options struct {
 	MaxCalls int
 	// UserAgent is sent in User-Agent and Server headers.
 	UserAgent string
+	// Observer, when set, receives the counts of calls and SIP responses (metrics).
+	Observer Observer
 	// Logger receives the server's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// SIPLogger receives sipgo's own log lines; nil discards them below warnings.

@@ -364,6 +364,7 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 		select {
 		case res := <-tx.Responses():
 			gotResp = true
+			s.observeResponse(false, res.StatusCode)
 			if res.IsProvisional() {
 				if cancelled != failNone && !cancelSent {
 					sendCancel(cancelled)

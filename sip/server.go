@@ -454,19 +454,24 @@ func (s *Server) addCall(c *Call) error {
 		s.idle = make(chan struct{})
 	}
 	s.calls[c] = struct{}{}
+	if s.o.Observer != nil {
+		s.o.Observer.CallStarted(c.dir)
+	}
 	return nil
 }
 
-func (s *Server) removeCall(c *Call) {
+// removeCall reports whether c was in the set (a call refused over the limit never was).
+func (s *Server) removeCall(c *Call) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.calls[c]; !ok {
-		return
+		return false
 	}
 	delete(s.calls, c)
 	if len(s.calls) == 0 {
 		close(s.idle)
 	}
+	return true
 }
 
 // advertise returns the address to put in Via, Contact and SDP toward remote: PublicIP when
@@ -536,6 +541,7 @@ var errNoAck = errors.New("sip: no ACK for the 2xx")
 // the ACK with CSeq seq arrives, for at most 64×T1 (RFC 3261 §13.3.1.4, RFC 6026). It returns
 // the ACK.
 func (s *Server) sendFinal(tx sip.ServerTransaction, res *sip.Response, seq uint32, acks <-chan *sip.Request, done <-chan struct{}) (*sip.Request, error) {
+	s.observeResponse(true, res.StatusCode)
 	if err := tx.Respond(res); err != nil {
 		return nil, err
 	}
