@@ -421,6 +421,11 @@ func (c *Call) finish(reason session.EndReason) {
 			"rtp_sent", st.PacketsSent, "rtp_received", st.PacketsReceived, "lost", st.PacketsLost,
 			"jitter", st.Jitter.String(), "rtt", st.RTT.String())
 		close(c.done)
+		// A leg attached while the call was ending (an incoming REFER's new leg) ends too;
+		// one attached after done closed is ended by whoever attached it.
+		if p := c.primary.Load(); p != nil && !p.ended() {
+			p.end(reason, true, "call ended")
+		}
 		if o := c.s.o.Observer; o != nil && counted {
 			o.CallEnded(c.dir, reason, st)
 		}

@@ -508,6 +508,14 @@ func (c *Call) onRefer(l *leg, req *sip.Request, tx sip.ServerTransaction) {
 		l.med.setSink(nil)
 		l.med.setDTMFSink(nil)
 		c.attach(nl)
+		select {
+		case <-c.done:
+			// The call ended (hung up, the server closing) while the new leg was placed:
+			// nothing else would end the new leg.
+			nl.end(c.EndReason(), true, "call ended")
+			return
+		default:
+		}
 		nl.med.setSink(c.callerSink(conv))
 		nl.med.setDTMFSink(conv.PushDTMF)
 		c.notify(l, "SIP/2.0 200 OK", true)
