@@ -164,8 +164,16 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	rt.started.Store(true)
-	rt.wg.Add(1)
+	rt.wg.Add(2)
 	go rt.refreshOwnership()
+	go func() {
+		defer rt.wg.Done()
+		if n, err := rt.RemoveOrphanRecordings(rt.ctx); err != nil {
+			rt.log.Warn("recording: cannot look for orphaned recordings", "err", err)
+		} else if n > 0 {
+			rt.log.Info("recording: removed recordings of conversations that do not exist", "files", n)
+		}
+	}()
 	return nil
 }
 
@@ -424,6 +432,9 @@ func (rt *Runtime) ReapLost(ctx context.Context, grace time.Duration) (int, erro
 		}
 		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, ""); err != nil {
 			return n, err
+		}
+		if err := rt.recoverRecording(ctx, c); err != nil {
+			rt.log.Warn("recording: cannot recover the recording of a lost conversation", "conversation", c.ID, "err", err)
 		}
 		rt.settleCommands(ctx, c.ID)
 		rt.ReleaseCallSlot(ctx, c.OrgID, c.ID)
