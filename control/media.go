@@ -35,7 +35,14 @@ func (n *Node) startMedia(masterKey []byte) error {
 		return nil
 	}
 	m := &mediaServices{trunks: &storeTrunks{st: n.Store, box: n.Box}, done: make(chan struct{})}
-	svc, err := webrtc.NewService(webrtc.Options{
+	// The media sockets follow the configured address (PARLEY_MEDIA_ADDR, else the SIP
+	// listener's host): a node on 127.0.0.1 does not open RTP on every interface.
+	bind := n.cfg.MediaBindIP()
+	udpHost := ""
+	if bind.IsValid() {
+		udpHost = bind.String()
+	}
+	svc, err := webrtc.NewService(webrtc.Options{UDPHost: udpHost,
 		BaseURL: n.cfg.BaseURL, UDPPort: n.cfg.WebRTCUDPPort, PublicIP: n.cfg.PublicIP,
 		Secret: webrtc.DeriveSecret(masterKey), Log: n.log, OpusComplexity: n.cfg.OpusComplexity,
 	})
@@ -50,6 +57,7 @@ func (n *Node) startMedia(masterKey []byte) error {
 	srv, err := sip.New(sip.Options{
 		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
 		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
+		TransferAllow: n.cfg.TransferAllow, RTPIP: bind, Observer: sipObserver{n.metrics.voice},
 		Router: sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
 	})
 	if err != nil {

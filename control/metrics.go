@@ -2,9 +2,13 @@ package control
 
 import (
 	"runtime/debug"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/sip"
 )
 
 // metrics are the node's Prometheus collectors; each node has its own registry so tests can run
@@ -15,6 +19,112 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	draining prometheus.Gauge
 	inFlight prometheus.Gauge
+	voice    voiceMetrics
+}
+
+// voiceMetrics are the calls' collectors. Labels are bounded: channel, direction, end reason
+// (a fixed set), SIP status code and RTP direction; never a call.
+type voiceMetrics struct {
+	active      *prometheus.GaugeVec   // channel
+	starts      *prometheus.CounterVec // channel, direction
+	ends        *prometheus.CounterVec // channel, reason
+	sip         *prometheus.CounterVec // direction (sent, received), code
+	rtpPackets  *prometheus.CounterVec // direction (sent, received)
+	rtpLost     prometheus.Counter
+	rtpConceal  prometheus.Counter
+	rtpJitter   prometheus.Histogram
+	rtpSendErrs prometheus.Counter
+}
+
+func newVoiceMetrics() voiceMetrics {
+	return voiceMetrics{
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "parley_calls_active", Help: "Calls in progress on this node (ringing or answered), by channel.",
+		}, []string{"channel"}),
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_call_starts_total", Help: "Calls taken or placed, by channel and direction.",
+		}, []string{"channel", "direction"}),
+		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_call_ends_total", Help: "Calls ended, by channel and end reason.",
+		}, []string{"channel", "reason"}),
+		sip: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_sip_responses_total", Help: "SIP responses sent and received, by status code (2xx retransmissions not counted).",
+		}, []string{"direction", "code"}),
+		rtpPackets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_rtp_packets_total", Help: "RTP packets of ended calls, by direction.",
+		}, []string{"direction"}),
+		rtpLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_rtp_lost_packets_total", Help: "RTP packets the peers' streams lost (RFC 3550 A.3), over ended calls.",
+		}),
+		rtpConceal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_rtp_concealed_frames_total", Help: "20 ms frames made up for lost or late packets, over ended calls (concealment rate: divide by received packets).",
+		}),
+		rtpJitter: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "parley_rtp_jitter_seconds", Help: "Interarrival jitter of the peer's stream at the end of each call (RFC 3550 A.8).",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .04, .08, .16, .32},
+		}),
+		rtpSendErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "parley_rtp_send_errors_total", Help: "RTP packets that could not be encoded or sent, over ended calls.",
+		}),
+	}
+}
+
+func (v voiceMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{v.active, v.starts, v.ends, v.sip, v.rtpPackets, v.rtpLost, v.rtpConceal, v.rtpJitter, v.rtpSendErrs}
+}
+
+// sipObserver counts a SIP server's calls and responses (sip.Observer), channel "phone".
+type sipObserver struct{ v voiceMetrics }
+
+func (o sipObserver) CallStarted(dir sip.CallDirection) {
+	o.v.active.WithLabelValues("phone").Inc()
+	o.v.starts.WithLabelValues("phone", string(dir)).Inc()
+}
+
+func (o sipObserver) CallEnded(dir sip.CallDirection, reason session.EndReason, st sip.CallStats) {
+	o.v.active.WithLabelValues("phone").Dec()
+	o.v.ends.WithLabelValues("phone", boundedReason(reason)).Inc()
+	o.v.rtpPackets.WithLabelValues("sent").Add(float64(st.PacketsSent))
+	o.v.rtpPackets.WithLabelValues("received").Add(float64(st.PacketsReceived))
+	if st.PacketsLost > 0 {
+		o.v.rtpLost.Add(float64(st.PacketsLost))
+	}
+	o.v.rtpConceal.Add(float64(st.Concealed))
+	o.v.rtpSendErrs.Add(float64(st.SendErrors))
+	if st.PacketsReceived > 0 {
+		o.v.rtpJitter.Observe(st.Jitter.Seconds())
+	}
+}
+
+func (o sipObserver) Response(sent bool, status int) {
+	dir := "received"
+	if sent {
+		dir = "sent"
+	}
+	o.v.sip.WithLabelValues(dir, boundedCode(status)).Inc()
+}
+
+// boundedCode keeps the code label to the valid range: anything else counts as "other".
+func boundedCode(status int) string {
+	if status < 100 || status > 699 {
+		return "other"
+	}
+	return strconv.Itoa(status)
+}
+
+// knownReasons is the set of end reasons a label may carry; others count as "other".
+var knownReasons = map[session.EndReason]bool{
+	session.EndCompleted: true, session.EndCallerHungUp: true, session.EndCalleeHungUp: true, session.EndAgentEnded: true,
+	session.EndNoAnswer: true, session.EndBusy: true, session.EndInvalidNumber: true, session.EndVoicemail: true,
+	session.EndTransferred: true, session.EndMediaTimeout: true, session.EndNetworkLost: true, session.EndProviderError: true,
+	session.EndFailed: true, session.EndSilenceTimeout: true, session.EndMaxDuration: true, session.EndAPI: true, session.EndShutdown: true,
+}
+
+func boundedReason(r session.EndReason) string {
+	if knownReasons[r] {
+		return string(r)
+	}
+	return "other"
 }
 
 func newMetrics() *metrics {
@@ -34,9 +144,11 @@ func newMetrics() *metrics {
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "parley_http_requests_in_flight", Help: "HTTP requests being served now.",
 		}),
+		voice: newVoiceMetrics(),
 	}
 	reg.MustRegister(m.requests, m.duration, m.draining, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.voice.collectors()...)
 	return m
 }
 

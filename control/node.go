@@ -361,18 +361,33 @@ func (n *Node) Run(ctx context.Context) error {
 		srv.Close()
 		err = nil
 	}
-	if cerr := n.Close(); err == nil {
-		err = cerr
+	// Whatever state the calls are in, the process stops within the drain timeout plus 5 s:
+	// closing (the calls hung up as shutdown, their ends stored) gets closeGrace, then Run
+	// returns all the same.
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case cerr := <-closed:
+		if err == nil {
+			err = cerr
+		}
+	case <-time.After(closeGrace):
+		n.log.Warn("closing took too long; stopping anyway", "after", closeGrace)
 	}
 	n.log.Info("stopped")
 	return err
 }
 
+// closeGrace bounds Close at the end of Run (the drain timeout plus 5 s in all).
+const closeGrace = 4500 * time.Millisecond
+
 // Close releases the registry, the bus and the store. It is safe to call twice.
 func (n *Node) Close() error {
 	n.closed.Do(func() {
-		n.conv.close()
+		// The calls first: hung up as shutdown, their conversations end and store it; then
+		// the runtime has little left to end.
 		n.media.close()
+		n.conv.close()
 		n.mu.Lock()
 		if n.ln != nil {
 			n.ln.Close()

@@ -70,6 +70,11 @@ type TurnSettings struct {
 	SpeechStart time.Duration
 	// SpeechStop is how long VAD must hear silence before the caller counts as silent.
 	SpeechStop time.Duration
+	// DTMFTerminator is the key that ends a turn of keypad digits at once ("#"; "" for none);
+	// DTMFTimeout ends it after that long without a new digit (default 2 s). Digits pressed
+	// while the agent talks interrupt it.
+	DTMFTerminator string
+	DTMFTimeout    time.Duration
 }
 
 // ToolSpec declares a tool the LLM may call.
@@ -95,6 +100,9 @@ func (a Agent) WithDefaults() Agent {
 	}
 	if a.Turn.SpeechStop == 0 {
 		a.Turn.SpeechStop = 200 * time.Millisecond
+	}
+	if a.Turn.DTMFTimeout == 0 {
+		a.Turn.DTMFTimeout = 2 * time.Second
 	}
 	if a.Turn.Backchannels == nil {
 		a.Turn.Backchannels = []string{"mm", "mhm", "mm-hm", "uh-huh", "yeah", "yes", "yep", "ok", "okay", "right", "sure", "aha", "hmm", "uh", "um"}

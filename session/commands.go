@@ -79,6 +79,10 @@ func (c *Conversation) Execute(cmd Command) <-chan CommandResult {
 func (c *Conversation) onCommand(pc *pendingCommand) {
 	switch pc.cmd.Kind {
 	case CommandSay:
+		if c.held {
+			pc.reply(CommandResult{Status: CommandFailed, Reason: "the call is on hold: nobody would hear it"})
+			return
+		}
 		text := strings.TrimSpace(pc.cmd.Text)
 		if text == "" {
 			pc.reply(CommandResult{Status: CommandFailed, Reason: "nothing to say"})

@@ -124,6 +124,13 @@ type Conversation struct {
 	takeCh   chan takeReq
 	humanCh  chan string
 
+	holdCh chan bool   // SetHold's changes, to the loop
+	holdIn atomic.Bool // on hold: PushFrame drops the caller's audio (music on hold)
+
+	// startGate says whether StartVoice may still run: 0 not yet, 1 it began, 2 the
+	// conversation was abandoned before it (Abandon). Exactly one of the two wins.
+	startGate atomic.Int32
+
 	// Loop state (run goroutine only).
 	state        State
 	gen          int // response generation; stale worker events are dropped
@@ -149,6 +156,9 @@ type Conversation struct {
 	tMaxDur      timer
 	tBarge       timer
 	tFiller      timer
+	tDTMF        timer // the inter-digit timeout of a turn of keypad digits
+	held         bool  // the caller put the call on hold: the agent neither listens nor speaks
+	digitsN      int   // digits pressed in the turn of digits not yet answered
 	toolsRunning int
 	fillerIdx    int
 	turns        []TurnMetrics
@@ -222,6 +232,7 @@ func New(o Options) (*Conversation, error) {
 		takeCh:  make(chan takeReq),
 		humanCh: make(chan string, 16),
 		cmdCh:   make(chan *pendingCommand, 32),
+		holdCh:  make(chan bool, 8),
 	}
 	return c, nil
 }
@@ -276,8 +287,12 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	if c.stt == nil || c.tts == nil {
 		return errors.New("session: a voice conversation needs STT and TTS")
 	}
+	if !c.startGate.CompareAndSwap(0, 1) {
+		return ErrEnded
+	}
 	vad, err := media.NewVAD(media.VADOptions{Rate: media.PipelineRate, Aggressiveness: c.opts.VADAggressiveness})
 	if err != nil {
+		c.startGate.Store(0) // not started: Abandon may still end it
 		return err
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
@@ -287,6 +302,7 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 	s, err := c.stt.Open(c.ctx, c.sttOptions())
 	if err != nil {
 		c.cancel()
+		c.startGate.Store(0) // not started: Abandon may still end it
 		return fmt.Errorf("session: open speech-to-text: %w", err)
 	}
 	c.sttS = s
@@ -313,7 +329,7 @@ func (c *Conversation) sttOptions() stt.StreamOptions {
 // called from the media path: it runs the VAD, feeds the recognizer without blocking, and tells
 // the loop only about speech starting and stopping. It allocates nothing.
 func (c *Conversation) PushFrame(f *media.Frame) {
-	if !c.pushOK.Load() {
+	if !c.pushOK.Load() || c.holdIn.Load() {
 		return
 	}
 	c.taps.caller(f)
@@ -351,13 +367,14 @@ func (c *Conversation) ChannelEnded(reason EndReason) {
 	}
 }
 
-// End ends the conversation from outside and waits for it to stop.
+// End ends the conversation from outside and waits for it to stop. A voice conversation that
+// was never started is abandoned (see Abandon).
 func (c *Conversation) End(reason EndReason) {
 	if c.textMode.Load() {
 		c.endText(reason)
 		return
 	}
-	if !c.started.Load() {
+	if c.Abandon(reason) || !c.started.Load() {
 		return
 	}
 	select {
@@ -365,6 +382,30 @@ func (c *Conversation) End(reason EndReason) {
 	case <-c.done:
 	}
 	<-c.done
+}
+
+// Abandon ends a voice conversation whose StartVoice never ran: its channel went away before
+// the call was answered (a 200 never acknowledged, a BYE or CANCEL before the ACK, a failed
+// dial). The sink hears the end with reason and no cost, Done closes and the AfterDone hooks
+// run, so whatever waits on the conversation (its recording, its persister) lets go; a later
+// StartVoice fails with ErrEnded. It reports false and does nothing once StartVoice has begun
+// (or for a text conversation): that conversation ends through ChannelEnded or End.
+func (c *Conversation) Abandon(reason EndReason) bool {
+	if c.textMode.Load() || !c.startGate.CompareAndSwap(0, 2) {
+		return false
+	}
+	c.mu.Lock()
+	c.state, c.pubState, c.endReason = StateEnded, StateEnded, reason
+	c.mu.Unlock()
+	c.drainCommands()
+	c.log.Info("conversation abandoned before it started", "reason", reason)
+	if c.sink != nil {
+		c.sink.StateChanged(StateEnded)
+		c.sink.Ended(reason, Cost{})
+	}
+	close(c.done)
+	c.doneCancel()
+	return true
 }
 
 // frameTracker turns per-frame VAD decisions into debounced speech start/stop events.
@@ -482,6 +523,11 @@ func (c *Conversation) run() {
 		case <-c.tFiller.C():
 			c.tFiller.fired()
 			c.onFiller()
+		case <-c.tDTMF.C():
+			c.tDTMF.fired()
+			c.dtmfTurn("dtmf_timeout")
+		case on := <-c.holdCh:
+			c.onHold(on)
 		}
 		if c.state == StateEnded {
 			return
@@ -732,6 +778,10 @@ func (c *Conversation) cancelResponse() {
 func (c *Conversation) endTurn(how string) {
 	c.tEndpoint.stop()
 	c.tMaxWait.stop()
+	if c.held {
+		c.finals, c.interim = nil, ""
+		return
+	}
 	if c.state != StateUserSpeaking && c.state != StateListening && c.state != StateTakeover {
 		return
 	}
@@ -1153,8 +1203,48 @@ func (c *Conversation) stopSpeaking(interrupted bool) {
 	c.utts = c.utts[:0]
 }
 
+// SetHold tells a voice conversation that the caller put the call on hold (a sendonly or
+// inactive re-INVITE: no audio reaches the caller) or took it off. While on hold the agent
+// neither listens nor speaks: a reply in progress is stopped and the transcript keeps only
+// what was played before the hold (marked interrupted), and nothing is generated until the
+// call resumes.
+func (c *Conversation) SetHold(on bool) {
+	if !c.started.Load() {
+		return
+	}
+	c.holdIn.Store(on)
+	select {
+	case c.holdCh <- on:
+	default:
+	}
+}
+
+// onHold applies SetHold in the loop.
+func (c *Conversation) onHold(on bool) {
+	if on == c.held {
+		return
+	}
+	c.held = on
+	if c.takeover != nil {
+		return // a human has the call: the takeover carries on as it is
+	}
+	if on {
+		c.log.Info("call on hold: the agent stops talking and listening")
+		c.cancelResponse()
+		c.stopSpeaking(true)
+		for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tBarge, &c.tFiller, &c.tDTMF} {
+			t.stop()
+		}
+		c.finals, c.interim, c.digitsN, c.userSpeaking, c.bargeArmed = nil, "", 0, false, false
+		c.setState(StateListening)
+		return
+	}
+	c.log.Info("call resumed")
+	c.enterListening()
+}
+
 func (c *Conversation) onSilenceTimeout() {
-	if c.state != StateListening || c.userSpeaking {
+	if c.held || c.state != StateListening || c.userSpeaking {
 		return
 	}
 	if c.reprompts >= c.agent.Reprompts {
@@ -1166,7 +1256,7 @@ func (c *Conversation) onSilenceTimeout() {
 }
 
 func (c *Conversation) onFiller() {
-	if c.toolsRunning == 0 || len(c.agent.Fillers) == 0 {
+	if c.held || c.toolsRunning == 0 || len(c.agent.Fillers) == 0 {
 		return
 	}
 	f := c.agent.Fillers[c.fillerIdx%len(c.agent.Fillers)]
@@ -1174,9 +1264,48 @@ func (c *Conversation) onFiller() {
 	c.speakUtterance(f, uttFiller, nil)
 }
 
+// onDTMF takes a digit: it goes to the transcript and the history at once, and the digits end
+// the caller's turn after the terminator key or the inter-digit timeout (TurnSettings), so a
+// "press 1" menu gets its answer without the caller speaking. A digit pressed while the agent
+// talks interrupts it, as speech would.
 func (c *Conversation) onDTMF(d rune) {
+	if c.held {
+		return
+	}
+	if c.state == StateAgentSpeaking || c.state == StateThinking {
+		c.bargeIn()
+	}
 	c.addLine(Line{Role: RoleUser, Text: "DTMF " + string(d), Start: time.Now(), End: time.Now(), Meta: map[string]any{"dtmf": string(d)}})
 	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: "[The caller pressed " + string(d) + " on the keypad]"}, c.gen)
+	c.digitsN++
+	if t := c.agent.Turn.DTMFTerminator; t != "" && string(d) == t {
+		c.tDTMF.stop()
+		c.dtmfTurn("dtmf_terminator")
+		return
+	}
+	if c.agent.Turn.DTMFTimeout > 0 {
+		c.tDTMF.set(c.agent.Turn.DTMFTimeout)
+	}
+}
+
+// dtmfTurn ends a turn of keypad digits and asks the LLM for the answer.
+func (c *Conversation) dtmfTurn(how string) {
+	if c.digitsN == 0 || c.state != StateUserSpeaking && c.state != StateListening && c.state != StateTakeover {
+		return
+	}
+	c.digitsN = 0
+	c.tEndpoint.stop()
+	c.tMaxWait.stop()
+	now := time.Now()
+	c.turnN++
+	c.cur = TurnMetrics{Turn: c.turnN, EndOfTurn: now, SpeechEnd: now, Endpointing: how}
+	c.lastTurnEnd = now
+	c.reprompts = 0
+	if c.takeover != nil {
+		c.setState(StateTakeover)
+		return
+	}
+	c.startResponse()
 }
 
 // finish ends the conversation once. hangup says the engine decided it, so the port is hung up.
@@ -1206,7 +1335,7 @@ func (c *Conversation) finish(reason EndReason, hangup bool) {
 	c.mu.Lock()
 	c.endReason = reason
 	c.mu.Unlock()
-	for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tMaxDur, &c.tBarge, &c.tFiller} {
+	for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tMaxDur, &c.tBarge, &c.tFiller, &c.tDTMF} {
 		t.stop()
 	}
 	if hangup && c.port != nil {

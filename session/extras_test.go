@@ -104,3 +104,31 @@ func TestDTMFBothWays(t *testing.T) {
 		return len(r.port.dtmf) == 1 && r.port.dtmf[0] == "1#"
 	})
 }
+
+// TestDTMFEndsTurn: issue 22 item 5: keypad digits alone get a reply: the terminator ends the
+// turn at once, the inter-digit timeout ends it otherwise.
+func TestDTMFEndsTurn(t *testing.T) {
+	r := newRig(t, rigOptions{agent: Agent{SystemPrompt: "x", Turn: TurnSettings{DTMFTerminator: "#", DTMFTimeout: 400 * time.Millisecond}},
+		turns: []fakes.ScriptTurn{{Text: "You chose one."}, {Text: "You chose two."}}})
+	agentSaid := func(text string) func() bool {
+		return func() bool {
+			for _, l := range r.lines(RoleAgent) {
+				if strings.Contains(l.Text, text) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	r.conv.PushDTMF('1')
+	r.conv.PushDTMF('#')
+	start := time.Now()
+	waitFor(t, 5*time.Second, "the reply to 1#", agentSaid("You chose one."))
+	t.Logf("reply to 1# after %v", time.Since(start))
+	r.conv.PushDTMF('2')
+	start = time.Now()
+	waitFor(t, 5*time.Second, "the reply to 2 after the inter-digit timeout", agentSaid("You chose two."))
+	if el := time.Since(start); el < 400*time.Millisecond {
+		t.Errorf("the turn of 2 ended after %v, before the inter-digit timeout", el)
+	}
+}

@@ -53,8 +53,10 @@ type EndReason string
 
 // End reasons.
 const (
-	EndCompleted      EndReason = "completed"
-	EndCallerHungUp   EndReason = "caller_hung_up"
+	EndCompleted    EndReason = "completed"
+	EndCallerHungUp EndReason = "caller_hung_up"
+	// EndCalleeHungUp: the called party of an outbound call hung up.
+	EndCalleeHungUp   EndReason = "callee_hung_up"
 	EndAgentEnded     EndReason = "agent_ended"
 	EndNoAnswer       EndReason = "no_answer"
 	EndBusy           EndReason = "busy"
@@ -70,4 +72,6 @@ const (
 	EndAPI            EndReason = "ended_by_api"
 	// EndCreditExhausted: the organization's credit could no longer cover the call.
 	EndCreditExhausted EndReason = "credit_exhausted"
+	// EndShutdown: the node was shutting down and its drain deadline passed.
+	EndShutdown EndReason = "shutdown"
 )

@@ -180,6 +180,7 @@ func (c *Call) emit(ev Event) {
 func (c *Call) attach(l *leg) {
 	l.onEnd = c.legEnded
 	l.onRefer = c.onRefer
+	l.onMedia = c.mediaChanged
 	c.primary.Store(l)
 }
 
@@ -190,6 +191,9 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 	c.mu.Unlock()
 	switch {
 	case l == primary:
+		if reason == session.EndCallerHungUp && c.dir == Outbound {
+			reason = session.EndCalleeHungUp // the remote party of an outbound call is the callee
+		}
 		switch {
 		case through:
 			// A warm transfer bridged through the conversation: it ends with the call.
@@ -211,6 +215,36 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 		} else {
 			c.finish(session.EndCompleted)
 		}
+	}
+}
+
+// setConversation makes conv the call's conversation. It reports false when the call ended
+// while conv was being built: conv is then abandoned (ended before it started) at once.
+func (c *Call) setConversation(conv *session.Conversation) bool {
+	c.mu.Lock()
+	ended, reason := c.state == CallEnded, c.endReason
+	if !ended {
+		c.conv = conv
+	}
+	c.mu.Unlock()
+	if ended {
+		conv.Abandon(reason)
+	}
+	return !ended
+}
+
+// mediaChanged tells the conversation when the caller puts the call on hold (we may no longer
+// send: sendonly or inactive from them) and takes it off, so that it does not talk into the
+// hold (issue 22 item 4).
+func (c *Call) mediaChanged(l *leg, n Negotiated) {
+	if l != c.primary.Load() {
+		return
+	}
+	c.mu.Lock()
+	conv, live := c.conv, c.convLive
+	c.mu.Unlock()
+	if conv != nil && live {
+		conv.SetHold(!n.Sending())
 	}
 }
 
@@ -268,6 +302,9 @@ func (c *Call) monitor(conv *session.Conversation) {
 		return
 	}
 	m := &callMonitor{c: c, conv: conv}
+	c.s.mu.Lock()
+	c.s.convs[c] = struct{}{}
+	c.s.mu.Unlock()
 	c.mu.Lock()
 	already := false
 	select {
@@ -343,6 +380,9 @@ func (m *callMonitor) release() {
 	}
 	m.mu.Unlock()
 	m.c.cancel()
+	m.c.s.mu.Lock()
+	delete(m.c.s.convs, m.c)
+	m.c.s.mu.Unlock()
 	m.c.s.wg.Done()
 }
 
@@ -367,11 +407,13 @@ func (c *Call) finish(reason session.EndReason) {
 		c.state = CallEnded
 		c.endedAt = time.Now()
 		c.endReason = reason
-		conv := c.conv
+		conv, live := c.conv, c.convLive
 		outcome := c.outcome
 		c.mu.Unlock()
-		c.s.removeCall(c)
-		if conv == nil {
+		counted := c.s.removeCall(c)
+		// A conversation built but never started (a 200 never acknowledged, a BYE before the
+		// ACK, a callee gone during AMD) ends here with the call: nothing else would end it.
+		if conv == nil || !live && conv.Abandon(reason) {
 			c.cancel()
 		}
 		st := c.Stats()
@@ -379,6 +421,14 @@ func (c *Call) finish(reason session.EndReason) {
 			"rtp_sent", st.PacketsSent, "rtp_received", st.PacketsReceived, "lost", st.PacketsLost,
 			"jitter", st.Jitter.String(), "rtt", st.RTT.String())
 		close(c.done)
+		// A leg attached while the call was ending (an incoming REFER's new leg) ends too;
+		// one attached after done closed is ended by whoever attached it.
+		if p := c.primary.Load(); p != nil && !p.ended() {
+			p.end(reason, true, "call ended")
+		}
+		if o := c.s.o.Observer; o != nil && counted {
+			o.CallEnded(c.dir, reason, st)
+		}
 		c.mu.Lock()
 		hook := c.finishHook
 		c.finishHook = nil

@@ -142,6 +142,7 @@ func (s *Server) do(ctx context.Context, req *sip.Request) (*sip.Response, error
 	for {
 		select {
 		case res := <-tx.Responses():
+			s.observeResponse(false, res.StatusCode)
 			if res.IsProvisional() {
 				continue
 			}
@@ -157,6 +158,7 @@ func (s *Server) do(ctx context.Context, req *sip.Request) (*sip.Response, error
 // respond sends a response built from req with our tag, Server header and extra headers.
 func (s *Server) respond(tx sip.ServerTransaction, req *sip.Request, status int, tag string, body []byte, hdrs ...sip.Header) error {
 	res := s.response(req, status, tag, body, hdrs...)
+	s.observeResponse(true, status)
 	return tx.Respond(res)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/parley-voice/parley/codec"
 	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/session/fakes"
 	"github.com/parley-voice/parley/sip"
 	"github.com/parley-voice/parley/sip/siptest"
 )
@@ -265,4 +266,60 @@ func TestMediaTimeout(t *testing.T) {
 		t.Errorf("ended by %q", got)
 	}
 	waitFor(t, 3*time.Second, "the end", func() bool { ev, ok := s.rt.lastEnded(); return ok && ev.EndReason == session.EndMediaTimeout })
+}
+
+// TestAgentSilentOnHold is issue 22 item 4: when the caller puts the call on hold (sendonly)
+// while the agent speaks, the agent stops, and the transcript does not claim the greeting was
+// heard whole; what the caller's side sends during the hold (music on hold) gets no reply;
+// once the call resumes, the caller is answered.
+func TestAgentSilentOnHold(t *testing.T) {
+	long := "Hello and welcome to the support line of the example company, where every single call matters to us a great deal."
+	s := setupCall(t, sip.Options{}, siptest.PhoneOptions{}, siptest.CallOptions{}, engineOptions{
+		agent: session.Agent{FirstMessage: long}, turns: []fakes.ScriptTurn{{Text: "Reply after the hold."}},
+		dgScript: []string{"hello again"}})
+	ctx := ctxTimeout(t, 30*time.Second)
+	waitFor(t, 5*time.Second, "the greeting playing", func() bool { return s.call.RTPReceived() > 20 })
+	if res, err := s.call.Reinvite(ctx, siptest.ReinviteOptions{Direction: siptest.SendOnly}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("hold: %v %v", res, err)
+	}
+	conv := s.pcall.Conversation()
+	agentLines := func() []session.Line {
+		var out []session.Line
+		for _, l := range conv.Transcript() {
+			if l.Role == session.RoleAgent {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	waitFor(t, 3*time.Second, "the greeting's line", func() bool { return len(agentLines()) > 0 })
+	if g := agentLines()[0]; !g.Interrupted || g.Text == long {
+		t.Errorf("the greeting cut by the hold is recorded as heard: %+v", g)
+	}
+	// Music on hold: the caller's side keeps sending sound. No reply may come.
+	s.call.SetSource(burstSource(700, -12, 800*time.Millisecond, 400*time.Millisecond))
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := len(agentLines()); n > 1 {
+			t.Fatalf("the agent replied while on hold: %+v", agentLines()[1:])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res, err := s.call.Reinvite(ctx, siptest.ReinviteOptions{Direction: siptest.SendRecv}); err != nil || res.StatusCode != 200 {
+		t.Fatalf("resume: %v %v", res, err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("utterances %d, transcript %+v, state %s", s.eng.utterances(), conv.Transcript(), conv.State())
+		}
+	}()
+	waitFor(t, 15*time.Second, "the reply after the hold", func() bool {
+		for _, l := range agentLines() {
+			// The reply begins (the test's caller keeps making noise, so it may be barged in).
+			if strings.HasPrefix(l.Text, "Rep") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -29,6 +29,10 @@ var (
 	ErrNotEstablished = errors.New("sip: call is not established")
 	// ErrAtCapacity is returned by Dial when the node already carries Options.MaxCalls calls.
 	ErrAtCapacity = errors.New("sip: node at its call capacity")
+	// ErrDestinationNotAllowed says a transfer destination is a loopback, private, link-local
+	// or otherwise non-public address that Options.TransferAllow does not allow. An API
+	// answers it 422.
+	ErrDestinationNotAllowed = errors.New("sip: transfer destination not allowed")
 )
 
 // Refusal is the answer Parley gives an INVITE it will not take: a SIP status, the text of the
@@ -65,6 +69,11 @@ func RefuseUnknownNumber(number string) *Refusal {
 
 // RefuseNoAgent answers 480: the number has no published inbound agent.
 func RefuseNoAgent() *Refusal { return &Refusal{Status: 480, Reason: "no published agent"} }
+
+// RefuseAgentOutboundOnly answers 480: the number's agent only places calls.
+func RefuseAgentOutboundOnly() *Refusal {
+	return &Refusal{Status: 480, Reason: "agent does not answer calls"}
+}
 
 // RefuseProjectFrozen answers 480: the number's project is frozen.
 func RefuseProjectFrozen() *Refusal { return &Refusal{Status: 480, Reason: "project frozen"} }

@@ -194,6 +194,10 @@ func newServer(t testing.TB, o sip.Options) *sip.Server {
 	if o.Trunks == nil {
 		o.Trunks = sip.NewStaticTrunks(loopbackTrunk("loop"))
 	}
+	if o.TransferAllow == nil {
+		// The test phones are on loopback: allowed as the documented setting allows a LAN PBX.
+		o.TransferAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	}
 	s, err := sip.New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -27,13 +27,18 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // offer, for an INVITE without SDP), retransmitted until the ACK; then the conversation starts.
 // CANCEL at any point before the 200 ends it with 487 (sipgo answers the CANCEL and the INVITE).
 func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
-	if err := s.respond(tx, req, 100, "", nil); err != nil {
-		return
-	}
+	unpend := s.addPending(req, tx)
+	defer unpend()
+	// A 100 that cannot go (a CANCEL already ended the transaction) does not stop the call
+	// from being routed and recorded as cancelled.
+	_ = s.respond(tx, req, 100, "", nil)
+	// ctx ends when the caller cancels; the checks and the router run on the server's context
+	// all the same, so that a cancelled call the router took is recorded (and ended) like any
+	// other, not refused as a routing failure.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	if !tx.OnCancel(func(*sip.Request) { cancel() }) {
-		return
+		cancel() // cancelled already: the INVITE was answered 487
 	}
 	src := messageSource(req)
 	tp := transportOf(req.Transport())
@@ -47,7 +52,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, RefuseSource())
 		return
 	}
-	trunk, err := s.o.Trunks.MatchSource(ctx, src.Addr())
+	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
 	if err != nil {
 		r := RefuseSource()
 		r.Cause = err
@@ -111,11 +116,15 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, &Refusal{Status: 480, Reason: "no router"})
 		return
 	}
-	plan, err := s.o.Router.Inbound(ctx, ic)
+	plan, err := s.o.Router.Inbound(s.ctx, ic)
 	if err != nil {
 		var r *Refusal
 		if !errors.As(err, &r) {
 			r = &Refusal{Status: 500, Reason: "routing failed", Cause: err}
+		}
+		if ctx.Err() != nil && s.ctx.Err() == nil {
+			log.Info("sip: caller cancelled; the call would have been refused", "status", r.Status, "reason", r.Reason)
+			return
 		}
 		s.refuse(tx, req, r)
 		return
@@ -147,6 +156,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		fail(r, session.EndFailed)
 		return
 	}
+	med.awaitAck.Store(true) // no packet toward the offer's address before the ACK (issue 22)
 	tag := newTag()
 	adv := s.advertise(src.Addr())
 	origin := Origin{Username: "parley", SessionID: sdpSessionID(), Address: adv.String()}
@@ -197,6 +207,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		l.end(reason, false, "")
 		c.finish(reason)
 	}
+	if ctx.Err() != nil {
+		log.Info("sip: caller cancelled before the call was answered")
+		cleanup(session.EndCallerHungUp)
+		return
+	}
 
 	contactHdr := s.contact(tp, adv)
 	if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
@@ -225,9 +240,12 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		cleanup(session.EndFailed)
 		return
 	}
-	c.mu.Lock()
-	c.conv = conv
-	c.mu.Unlock()
+	if !c.setConversation(conv) {
+		// The caller hung up (a BYE on the 180's dialog) while the conversation was built.
+		s.refuse(tx, req, &Refusal{Status: 487, Reason: "request terminated"})
+		cleanup(session.EndCallerHungUp)
+		return
+	}
 	if offer != nil {
 		if err := med.start(s.ctx, n); err != nil {
 			s.refuse(tx, req, &Refusal{Status: 500, Reason: "media failed", Cause: err})
@@ -245,7 +263,12 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	res := s.response(req, 200, tag, sdpOut.Marshal(), hdrs...)
 	ack, err := s.sendFinal(tx, res, req.CSeq().SeqNo, l.ackCh, l.done)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case l.ended():
+			// A BYE before the ACK (or the server closing) ended the leg and the call.
+			log.Info("sip: call ended before the ACK", "reason", string(c.EndReason()))
+			return
+		case ctx.Err() != nil:
 			log.Info("sip: caller cancelled before the answer")
 			cleanup(session.EndCallerHungUp)
 			return
@@ -257,6 +280,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	l.confirm()
+	med.acked()
 	if offer == nil {
 		// Late offer: the answer is in the ACK (RFC 3261 §13.2.1).
 		answer, err := ParseSDP(ack.Body())

@@ -47,6 +47,7 @@ type leg struct {
 	ackCh     chan *sip.Request
 	notifyCh  chan sipfrag
 	onRefer   func(l *leg, req *sip.Request, tx sip.ServerTransaction)
+	onMedia   func(l *leg, n Negotiated) // a re-INVITE or UPDATE changed the media (hold)
 	// pendingAuth is the credentials header of our next INVITE after a 401/407.
 	pendingAuth sip.Header
 
@@ -244,6 +245,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 	for {
 		select {
 		case res := <-tx.Responses():
+			l.s.observeResponse(false, res.StatusCode)
 			switch {
 			case res.IsProvisional():
 				continue
@@ -438,6 +440,9 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	if !lateOff {
 		l.med.apply(n)
 		l.log.Info("sip: re-INVITE answered", "codec", n.Audio.Name, "direction", string(n.Local), "remote", n.Remote.String())
+		if l.onMedia != nil {
+			l.onMedia(l, n)
+		}
 	}
 	l.markRefreshed()
 	ack, err := l.s.sendFinal(tx, res, req.CSeq().SeqNo, l.ackCh, l.done)
@@ -493,6 +498,9 @@ func (l *leg) handleUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		l.localSD, l.neg, l.haveNeg = answer, n, true
 		l.mu.Unlock()
 		l.med.apply(n)
+		if l.onMedia != nil {
+			l.onMedia(l, n)
+		}
 		body = answer.Marshal()
 	}
 	l.mu.Lock()

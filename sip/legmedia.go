@@ -57,6 +57,12 @@ type legMedia struct {
 	ep      *media.RTPEndpoint
 	started atomic.Bool
 	closed  atomic.Bool
+	// awaitAck holds every packet back until the ACK of an inbound call's 200: an INVITE's
+	// SDP may name any address, and only the ACK shows that its sender takes the call. The
+	// endpoint starts without a remote; acked gives it the signalled one (guarded by txMu).
+	awaitAck   atomic.Bool
+	ackRemote  netip.AddrPort
+	ackRemoteC netip.AddrPort
 
 	txMu sync.Mutex
 	tx   txState
@@ -124,7 +130,7 @@ type txState struct {
 
 	ts       uint32
 	sentAny  bool
-	lastSend time.Time
+	tsAt     time.Time // the clock time ts stands for (the nominal send time of its packet)
 	lastReal time.Time // last audio that was not filler
 	mark     bool
 	errs     uint64
@@ -155,10 +161,17 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		m.apply(n)
 		return nil
 	}
+	remote, remoteRTCP := n.Remote, n.RemoteRTCP
+	if m.awaitAck.Load() {
+		m.txMu.Lock()
+		m.ackRemote, m.ackRemoteC = remote, remoteRTCP
+		m.txMu.Unlock()
+		remote, remoteRTCP = netip.AddrPort{}, netip.AddrPort{}
+	}
 	ep, err := media.NewRTPEndpoint(ctx, media.RTPConfig{
 		Ports:             m.ports,
-		Remote:            n.Remote,
-		RemoteRTCP:        n.RemoteRTCP,
+		Remote:            remote,
+		RemoteRTCP:        remoteRTCP,
 		PayloadType:       n.Audio.PayloadType,
 		ClockRate:         n.Audio.ClockRate,
 		InactivityTimeout: -1, // the leg watches inactivity itself: hold must not count
@@ -188,6 +201,16 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 	m.started.Store(true)
 	go m.run()
 	return nil
+}
+
+// acked lets the media flow once the ACK arrived: the endpoint gets the signalled remote.
+func (m *legMedia) acked() {
+	m.txMu.Lock()
+	defer m.txMu.Unlock()
+	if !m.awaitAck.Swap(false) || m.ep == nil {
+		return
+	}
+	m.ep.SetRemote(m.ackRemote, m.ackRemoteC)
 }
 
 // apply takes a renegotiation (re-INVITE, UPDATE, the answer after early media): new remote
@@ -348,7 +371,7 @@ func (m *legMedia) sendFrame(f *media.Frame) {
 // 20 ms, accumulates and writes whole packets). Callers hold txMu.
 func (m *legMedia) sendLocked(pcm []int16, now time.Time) {
 	t := &m.tx
-	if !t.sending || t.dtmf || t.enc == nil || m.closed.Load() {
+	if !t.sending || t.dtmf || t.enc == nil || m.closed.Load() || m.awaitAck.Load() {
 		return
 	}
 	if t.rs != nil {
@@ -363,16 +386,24 @@ func (m *legMedia) sendLocked(pcm []int16, now time.Time) {
 	marker := t.mark
 	ts := t.ts
 	if t.sentAny {
-		gap := now.Sub(t.lastSend)
-		if gap > 2*frameDur {
-			// RFC 3550 §5.1: the timestamp follows the sampling clock through the pause.
-			ts += uint32(int64(gap/frameDur)) * t.ticks
+		// Each packet advances the timestamp by the audio it carries: the frames a late tick
+		// missed are sent by its catch-up (tick), each one frame further, so a late tick adds
+		// no time that was never played. Only a pause longer than a catch-up covers (hold,
+		// a schedule restart) moves the timestamp on to the clock, once, with the marker bit
+		// (RFC 3550 §5.1: the timestamp follows the sampling clock through a pause; RFC 3551
+		// §4.1: the marker starts a talkspurt).
+		ts += t.ticks
+		t.tsAt = t.tsAt.Add(frameDur)
+		if lag := now.Sub(t.tsAt); lag > pauseAfter {
+			skip := lag / frameDur
+			ts += uint32(skip) * t.ticks
+			t.tsAt = t.tsAt.Add(skip * frameDur)
 			marker = true
-		} else {
-			ts += t.ticks
 		}
+	} else {
+		t.tsAt = now
 	}
-	t.sentAny, t.mark, t.lastSend, t.ts = true, false, now, ts
+	t.sentAny, t.mark, t.ts = true, false, ts
 	if t.ptimeLen == 0 {
 		if err := m.ep.WriteRTP(t.pt, marker, ts, t.pay[:n]); err != nil {
 			t.errs++
@@ -470,7 +501,7 @@ func (m *legMedia) sendDTMF(ctx context.Context, digits string) error {
 		m.txMu.Lock()
 		el := time.Since(start)
 		m.tx.ts = base + uint32(int64(el/frameDur))*m.tx.ticks
-		m.tx.lastSend = time.Now()
+		m.tx.tsAt = start.Add(el / frameDur * frameDur)
 		m.tx.dtmf = false
 		m.tx.mark = true
 		m.txMu.Unlock()
@@ -530,6 +561,10 @@ func (m *legMedia) run() {
 // maxCatchUp bounds how many 20 ms steps one late wake-up runs; further behind, the schedule
 // restarts (the frames are lost, as a jitter buffer would skip them).
 const maxCatchUp = 5
+
+// pauseAfter is how far the send clock may fall behind the timestamp before the stream counts
+// as paused (more than a catch-up makes up for): then the timestamp jumps to the clock.
+const pauseAfter = (maxCatchUp + 1) * frameDur
 
 // tick runs the 20 ms steps due at now: a ticker drops ticks when its goroutine wakes late, so
 // the steps follow the clock rather than the tick count.

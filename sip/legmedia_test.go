@@ -172,3 +172,90 @@ func BenchmarkReceiveTick(b *testing.B) {
 		m.tick(now)
 	}
 }
+
+// TestRTPTimestampFollowsClock is issue 22 item 12: over a simulated 60 s call of agent
+// silence (the filler sends), with 50 ticks woken late by 25–95 ms and one 1 s stall, the RTP
+// timestamp advances by exactly the audio sent: it ends within two frames of the clock, the
+// packets carry consecutive timestamps except across the stall, and the marker bit is set once
+// for it. Before, each late tick added 20 ms that never played, with a marker each time.
+func TestRTPTimestampFollowsClock(t *testing.T) {
+	m, peer := testLeg(t, neg(codec.PCMU, 20))
+	type pkt struct {
+		ts     uint32
+		marker bool
+	}
+	var (
+		mu   sync.Mutex
+		pkts []pkt
+	)
+	peer.SetReadBuffer(4 << 20)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 2048)
+		for {
+			peer.SetReadDeadline(time.Now().Add(time.Second))
+			n, err := peer.Read(buf)
+			if err != nil {
+				return
+			}
+			if n < 12 {
+				continue
+			}
+			mu.Lock()
+			pkts = append(pkts, pkt{ts: binary.BigEndian.Uint32(buf[4:]), marker: buf[1]&0x80 != 0})
+			mu.Unlock()
+		}
+	}()
+	t0 := time.Now()
+	const call = 60 * time.Second
+	late := 0
+	var last time.Time
+	for k := 0; ; k++ {
+		at := t0.Add(time.Duration(k) * frameDur)
+		if at.Sub(t0) >= call {
+			break
+		}
+		if at.Sub(t0) >= 30*time.Second && at.Sub(t0) < 31*time.Second {
+			continue // a 1 s stall: no tick at all (the schedule restarts)
+		}
+		if !last.IsZero() && at.Before(last) {
+			continue // the ticker dropped the ticks a late wake-up slept through
+		}
+		if k > 0 && k%59 == 0 && late < 50 {
+			at = at.Add(25*time.Millisecond + time.Duration(late%8)*10*time.Millisecond)
+			late++
+		}
+		m.tick(at)
+		last = at
+		if k%50 == 0 {
+			time.Sleep(time.Millisecond) // let the reader keep up
+		}
+	}
+	<-readDone
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pkts) < 2900 {
+		t.Fatalf("%d packets for a 60 s call", len(pkts))
+	}
+	span := pkts[len(pkts)-1].ts - pkts[0].ts
+	wall := last.Sub(t0)
+	drift := time.Duration(int64(span)) * time.Second / 8000
+	drift -= wall
+	if drift < -2*frameDur || drift > 2*frameDur {
+		t.Errorf("RTP timestamps span %v more than the %v of the call (%d late ticks)", drift, wall, late)
+	}
+	markers, jumps := 0, 0
+	for i := 1; i < len(pkts); i++ {
+		if pkts[i].marker {
+			markers++
+		}
+		if pkts[i].ts-pkts[i-1].ts != 160 {
+			jumps++
+		}
+	}
+	if markers != 1 || jumps != 1 {
+		t.Errorf("%d marker bits and %d timestamp jumps after the first packet, want 1 and 1 (the stall)", markers, jumps)
+	}
+	t.Logf("%d packets, %d late ticks, timestamp drift %v, %d markers", len(pkts), late, drift, markers)
+}

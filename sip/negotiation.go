@@ -3,6 +3,7 @@ package sip
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/parley-voice/parley/codec"
@@ -149,10 +150,58 @@ func answerOffer(offer *SessionDescription, codecs []codec.Info, local netip.Add
 		am := MediaDescription{Type: om.Type, Proto: om.Proto, Formats: om.Formats}
 		if i == idx {
 			am = audioMedia(local.Port(), om.Proto, n.Audio, n.DTMF, n.HasDTMF, n.Local)
+			if n.HasDTMF {
+				am.FMTPs[n.DTMF.PayloadType] = answerEvents(om.FMTPs[n.DTMF.PayloadType])
+			}
 		}
 		ans.Media = append(ans.Media, am)
 	}
 	return n, ans, nil
+}
+
+// answerEvents is the fmtp of the telephone-event format of an answer: the events of the
+// offer's list (RFC 4733 §2.4.1; no list means 0-15, §7.1.1) that Parley handles (0-16),
+// never one the offer did not list.
+func answerEvents(offered string) string {
+	if strings.TrimSpace(offered) == "" {
+		offered = "0-15"
+	}
+	var have [17]bool
+	for _, part := range strings.Split(offered, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+				continue
+			}
+		}
+		for e := max(a, 0); e <= min(b, 16); e++ {
+			have[e] = true
+		}
+	}
+	var out []string
+	for e := 0; e <= 16; e++ {
+		if !have[e] {
+			continue
+		}
+		f := e
+		for e+1 <= 16 && have[e+1] {
+			e++
+		}
+		if f == e {
+			out = append(out, strconv.Itoa(f))
+		} else {
+			out = append(out, strconv.Itoa(f)+"-"+strconv.Itoa(e))
+		}
+	}
+	if len(out) == 0 {
+		return strings.TrimSpace(offered) // none we handle: we send none, and list nothing new
+	}
+	return strings.Join(out, ",")
 }
 
 // pickDTMF returns the telephone-event format of m at rate, else at any rate.

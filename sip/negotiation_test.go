@@ -123,3 +123,26 @@ func TestOfferAndAnswer(t *testing.T) {
 		t.Errorf("rejected stream: %v", err)
 	}
 }
+
+// TestAnswerDTMFEvents: issue 22 item 13: the answer's telephone-event list never names an
+// event the offer did not (RFC 4733 §2.4.1, §7.1.1).
+func TestAnswerDTMFEvents(t *testing.T) {
+	for offered, want := range map[string]string{"0-15": "0-15", "0-16": "0-16", "": "0-15", "0-11": "0-11",
+		"0-15,66,70": "0-15", "1,3-5,16": "1,3-5,16", "0-255": "0-16"} {
+		if got := answerEvents(offered); got != want {
+			t.Errorf("offer %q: answer %q, want %q", offered, got, want)
+		}
+	}
+	offer, err := ParseSDP([]byte("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n" +
+		"m=audio 40000 RTP/AVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ans, err := answerOffer(offer, DefaultCodecs, netip.MustParseAddrPort("127.0.0.1:20000"), Origin{Username: "parley", Address: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(ans.Marshal()); !strings.Contains(body, "a=fmtp:101 0-15\r\n") {
+		t.Errorf("answer to an offer of 0-15:\n%s", body)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/emiago/sipgo/sip"
+
 	"github.com/parley-voice/parley/codec"
 	"github.com/parley-voice/parley/media"
 )
@@ -52,6 +54,15 @@ type Options struct {
 	// SessionExpires and MinSE are the RFC 4028 session interval Parley asks for and the
 	// smallest it accepts. Zero means the defaults.
 	SessionExpires, MinSE time.Duration
+	// AckTimeout is how long a 2xx to an INVITE is retransmitted while waiting for its ACK
+	// before the call is given up (RFC 3261 §13.3.1.4); zero means 64×T1 (32 s). Tests
+	// shorten it.
+	AckTimeout time.Duration
+	// TransferAllow lists the non-public networks transfers may go to (a PBX on the LAN):
+	// a transfer to a SIP URI whose host is (or resolves to) a loopback, private, link-local,
+	// unspecified or multicast address outside these is refused with ErrDestinationNotAllowed
+	// (PARLEY_TRANSFER_ALLOW). Numbers dialled through a trunk are not checked.
+	TransferAllow []netip.Prefix
 	// DrainRetryAfter is the Retry-After of the 503 answered while draining.
 	DrainRetryAfter time.Duration
 	// DefaultCountryCode completes national numbers into E.164 ("1" for the NANP); empty
@@ -61,6 +72,8 @@ type Options struct {
 	MaxCalls int
 	// UserAgent is sent in User-Agent and Server headers.
 	UserAgent string
+	// Observer, when set, receives the counts of calls and SIP responses (metrics).
+	Observer Observer
 	// Logger receives the server's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// SIPLogger receives sipgo's own log lines; nil discards them below warnings.
@@ -96,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SessionExpires < o.MinSE {
 		return o, fmt.Errorf("%w: SessionExpires %v below MinSE %v", ErrBadOptions, o.SessionExpires, o.MinSE)
+	}
+	if o.AckTimeout <= 0 {
+		o.AckTimeout = 64 * sip.T1
 	}
 	if o.DrainRetryAfter <= 0 {
 		o.DrainRetryAfter = DefaultDrainRetryAfter

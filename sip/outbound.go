@@ -93,8 +93,10 @@ func (s *Server) Dial(ctx context.Context, r DialRequest) (*Call, error) {
 		c.hangup(session.EndFailed, "conversation failed")
 		return nil, fmt.Errorf("sip: build conversation: %w", err)
 	}
+	if !c.setConversation(conv) {
+		return nil, &DialError{Outcome: OutcomeFailed, Reason: "hung up at answer"}
+	}
 	c.mu.Lock()
-	c.conv = conv
 	c.outcome = OutcomeAnswered
 	c.mu.Unlock()
 	if r.AMD.Enabled {
@@ -354,7 +356,7 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 			cancelSent = false
 			return
 		}
-		s.sendCancel(req)
+		s.sendCancel(req, why)
 		cancelWait = time.After(32 * time.Second)
 	}
 	done := ctx.Done()
@@ -362,6 +364,7 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 		select {
 		case res := <-tx.Responses():
 			gotResp = true
+			s.observeResponse(false, res.StatusCode)
 			if res.IsProvisional() {
 				if cancelled != failNone && !cancelSent {
 					sendCancel(cancelled)
@@ -420,8 +423,9 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 }
 
 // sendCancel cancels our pending INVITE req (RFC 3261 §9.1): same Request-URI, Call-ID, From,
-// To, CSeq number and top Via, method CANCEL.
-func (s *Server) sendCancel(invite *sip.Request) {
+// To, CSeq number and top Via, method CANCEL. Its Reason (RFC 3326) says why: Q.850 cause 19
+// (no answer from user) for the ring timeout, 487 with cause 16 (normal clearing) otherwise.
+func (s *Server) sendCancel(invite *sip.Request, why dialFailure) {
 	c := sip.NewRequest(sip.CANCEL, *invite.Recipient.Clone())
 	if via := invite.Via(); via != nil {
 		c.AppendHeader(via.Clone())
@@ -434,7 +438,11 @@ func (s *Server) sendCancel(invite *sip.Request) {
 		}
 	}
 	c.AppendHeader(&sip.CSeqHeader{SeqNo: invite.CSeq().SeqNo, MethodName: sip.CANCEL})
-	c.AppendHeader(sip.NewHeader("Reason", reasonHeader(487, "call cancelled")))
+	reason := reasonHeader(487, "call cancelled")
+	if why == failRingTimeout {
+		reason = `Q.850;cause=19;text="no answer"`
+	}
+	c.AppendHeader(sip.NewHeader("Reason", reason))
 	c.SetTransport(invite.Transport())
 	c.SetDestination(invite.Destination())
 	c.Laddr = invite.Laddr

@@ -206,6 +206,17 @@ func TestDialOutcomes(t *testing.T) {
 			if pc.EndedBy() != "cancelled" {
 				t.Errorf("callee ended by %q, want cancelled", pc.EndedBy())
 			}
+			// Issue 22 item 8: the ring timeout's CANCEL says no answer (Q.850 cause 19).
+			cs := pc.Requests("CANCEL")
+			reason := ""
+			if len(cs) > 0 {
+				if h := cs[0].GetHeader("Reason"); h != nil {
+					reason = h.Value()
+				}
+			}
+			if len(cs) != 1 || !strings.Contains(reason, "Q.850;cause=19") {
+				t.Errorf("%d CANCELs; ring-timeout CANCEL Reason %q, want Q.850 cause 19", len(cs), reason)
+			}
 		case <-time.After(3 * time.Second):
 			t.Error("the callee never saw the CANCEL")
 		}
@@ -258,4 +269,38 @@ func TestDialSessionTimer(t *testing.T) {
 	pc, _ := ph.Incoming(ctx)
 	waitFor(t, 4*time.Second, "a refresh from Parley", func() bool { return len(pc.Requests("INVITE")) >= 1 })
 	call.Hangup(ctx, session.EndAPI)
+}
+
+// TestDialCalleeHangsUp: issue 22 item 8: the callee of an outbound call hanging up ends it as
+// callee_hung_up, not caller_hung_up.
+func TestDialCalleeHangsUp(t *testing.T) {
+	eng := newEngine(t, engineOptions{})
+	srv := newServer(t, sip.Options{})
+	ph := siptest.NewPhone(t, siptest.PhoneOptions{})
+	ctx := ctxTimeout(t, 30*time.Second)
+	call, err := srv.Dial(ctx, sip.DialRequest{From: "+15550001111", To: "+14155550123", Trunk: phoneTrunk(ph, sip.UDP),
+		Conversation: eng.factory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := ph.Incoming(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the call in progress", func() bool { return call.State() == sip.CallInProgress })
+	if err := pc.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-call.Done()
+	if got := call.EndReason(); got != session.EndCalleeHungUp {
+		t.Errorf("end reason %q, want callee_hung_up", got)
+	}
+	select {
+	case <-call.Conversation().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the conversation did not end")
+	}
+	if got := call.Conversation().EndReason(); got != session.EndCalleeHungUp {
+		t.Errorf("conversation end reason %q, want callee_hung_up", got)
+	}
 }

@@ -2,6 +2,7 @@ package sip
 
 import (
 	"strings"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -119,10 +120,66 @@ func (s *Server) onAck(req *sip.Request, tx sip.ServerTransaction) {
 	}
 }
 
-// onCancel answers a CANCEL that matched no INVITE transaction (sipgo answers the others and
-// ends their INVITE with 487): 481 (RFC 3261 §9.2).
+// cancelWait is how long a CANCEL that matched no INVITE transaction waits for its INVITE:
+// sipgo hands every request to its own goroutine, so a CANCEL sent right behind its INVITE can
+// be looked at before the INVITE's transaction exists.
+const cancelWait = 200 * time.Millisecond
+
+// onCancel answers a CANCEL that sipgo matched to no INVITE transaction (it answers the others
+// 200 and ends their INVITE with 487 itself). RFC 3261 §9.2: a CANCEL that matches a pending
+// INVITE is answered 200 and the INVITE 487, whichever of the two was looked at first; so the
+// CANCEL waits (briefly) for its INVITE to be registered and then ends it the same way. Only a
+// CANCEL that matches nothing gets 481.
 func (s *Server) onCancel(req *sip.Request, tx sip.ServerTransaction) {
+	key := inviteKey(req)
+	deadline := time.Now().Add(cancelWait)
+	for {
+		s.mu.Lock()
+		inv := s.pending[key]
+		s.mu.Unlock()
+		if inv != nil {
+			s.respond(tx, req, 200, toTag(req), nil)
+			if r, ok := inv.(interface{ Receive(*sip.Request) error }); ok {
+				_ = r.Receive(req) // the INVITE transaction answers 487 and runs its OnCancel
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-s.ctx.Done():
+			return
+		}
+	}
 	s.respond(tx, req, 481, newTag(), nil)
+}
+
+// inviteKey names an INVITE transaction as a CANCEL matches it (RFC 3261 §9.2, §17.2.3): the
+// Call-ID and the branch of the top Via.
+func inviteKey(req *sip.Request) string {
+	branch := ""
+	if v := req.Via(); v != nil {
+		branch, _ = v.Params.Get("branch")
+	}
+	return callID(req) + "\x00" + branch
+}
+
+// addPending registers a new INVITE until it is answered, for onCancel; the returned func
+// removes it.
+func (s *Server) addPending(req *sip.Request, tx sip.ServerTransaction) func() {
+	key := inviteKey(req)
+	s.mu.Lock()
+	s.pending[key] = tx
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.pending[key] == tx {
+			delete(s.pending, key)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // onOptions answers OPTIONS in or out of a dialog with our capabilities (RFC 3261 §11.2). Out of

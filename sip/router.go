@@ -17,7 +17,10 @@ type Router interface {
 	// passed. It returns a Plan to take the call, or an error: a *Refusal to answer with its
 	// status and Reason (404 unknown number, 480 no published agent or project frozen, 403
 	// organization out of credit or frozen, 503 over the limit, …); any other error is
-	// answered 500. ctx ends when the caller cancels.
+	// answered 500. ctx ends when the server closes, not when the caller cancels: a call
+	// cancelled while it is routed is taken all the same and then ends at once as
+	// caller_hung_up (its INVITE answered 487), so every attempt that reached a plan is
+	// recorded.
 	Inbound(ctx context.Context, c InboundCall) (Plan, error)
 }
 

@@ -49,8 +49,10 @@ type Server struct {
 	listenIP netip.Addr // the listeners' address when it is not a wildcard
 
 	mu       sync.Mutex
-	legs     map[string]*leg // by Call-ID
+	legs     map[string]*leg                  // by Call-ID
+	pending  map[string]sip.ServerTransaction // new INVITEs not yet answered, by inviteKey
 	calls    map[*Call]struct{}
+	convs    map[*Call]struct{} // calls whose conversation may still be running (callMonitor)
 	draining bool
 	closed   bool
 	waiting  bool          // Close is waiting for the goroutines: no new ones may start
@@ -74,8 +76,9 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		o: o, log: o.Logger.With("component", "sip"),
-		legs: map[string]*leg{}, calls: map[*Call]struct{}{},
-		idle: make(chan struct{}), stopped: make(chan struct{}),
+		legs: map[string]*leg{}, calls: map[*Call]struct{}{}, pending: map[string]sip.ServerTransaction{},
+		convs: map[*Call]struct{}{},
+		idle:  make(chan struct{}), stopped: make(chan struct{}),
 	}
 	close(s.idle)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -255,8 +258,12 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.tlsLn != nil {
 		s.serve(func() error { return s.srv.ServeTLS(s.tlsLn) }, "tls")
 	}
-	s.log.Info("sip: serving", "udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String(),
-		"tls", s.Addr(TLS).String(), "advertise", s.advertise(netip.Addr{}).String())
+	attrs := []any{"udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String()}
+	if s.tlsLn != nil { // no TLS: no tls attribute (it printed "invalid AddrPort")
+		attrs = append(attrs, "tls", s.Addr(TLS).String())
+	}
+	attrs = append(attrs, "advertise", s.advertise(netip.Addr{}).String())
+	s.log.Info("sip: serving", attrs...)
 	select {
 	case <-ctx.Done():
 	case <-s.ctx.Done():
@@ -280,7 +287,7 @@ func (s *Server) serve(f func() error, name string) {
 
 // Drain stops taking calls (new INVITEs are answered 503 with Retry-After, Dial fails with
 // ErrDraining) and waits for the calls in progress to end. When ctx ends first, it hangs up the
-// calls left and returns ctx's error.
+// calls left (end reason shutdown) and returns ctx's error.
 func (s *Server) Drain(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -298,7 +305,7 @@ func (s *Server) Drain(ctx context.Context) error {
 		select {
 		case <-idle:
 		case <-ctx.Done():
-			s.endAll(session.EndFailed, "node shutting down")
+			s.endAll(session.EndShutdown, "node shutting down")
 			return ctx.Err()
 		}
 	}
@@ -329,14 +336,16 @@ func (s *Server) endAll(reason session.EndReason, text string) {
 	}
 }
 
-// Close hangs up every call, closes the listeners and waits for the server's goroutines. It is
-// idempotent.
+// Close hangs up every call (end reason shutdown), gives the BYEs up to closeGrace to be
+// answered, cancels the conversations still finishing, closes the listeners and waits for the
+// server's goroutines. It is idempotent. It returns within a few seconds whatever state the
+// calls are in, so that a node's shutdown fits in its drain timeout plus 5 s.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.endAll(session.EndFailed, "node shutting down")
+		s.endAll(session.EndShutdown, "node shutting down")
 		// Give the BYEs a moment to be answered before the transports go away.
 		bgDone := make(chan struct{})
 		s.wg.Add(1)
@@ -345,12 +354,23 @@ func (s *Server) Close() error {
 			s.bg.Wait()
 			close(bgDone)
 		}()
-		grace := time.NewTimer(3 * time.Second)
+		grace := time.NewTimer(closeGrace)
 		select {
 		case <-bgDone:
 		case <-grace.C:
 		}
 		grace.Stop()
+		// The conversations of ended calls would get convGrace to finish on their own: no
+		// longer.
+		s.mu.Lock()
+		convs := make([]*Call, 0, len(s.convs))
+		for c := range s.convs {
+			convs = append(convs, c)
+		}
+		s.mu.Unlock()
+		for _, c := range convs {
+			c.cancel()
+		}
 		s.cancel()
 		s.closeListeners()
 		if s.ua != nil {
@@ -364,6 +384,9 @@ func (s *Server) Close() error {
 	})
 	return nil
 }
+
+// closeGrace is how long Close lets the BYEs of the calls it hangs up be answered.
+const closeGrace = 2 * time.Second
 
 // track counts a goroutine (or request handler) the server must wait for; it reports false
 // once Close waits, when nothing new may start.
@@ -431,19 +454,24 @@ func (s *Server) addCall(c *Call) error {
 		s.idle = make(chan struct{})
 	}
 	s.calls[c] = struct{}{}
+	if s.o.Observer != nil {
+		s.o.Observer.CallStarted(c.dir)
+	}
 	return nil
 }
 
-func (s *Server) removeCall(c *Call) {
+// removeCall reports whether c was in the set (a call refused over the limit never was).
+func (s *Server) removeCall(c *Call) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.calls[c]; !ok {
-		return
+		return false
 	}
 	delete(s.calls, c)
 	if len(s.calls) == 0 {
 		close(s.idle)
 	}
+	return true
 }
 
 // advertise returns the address to put in Via, Contact and SDP toward remote: PublicIP when
@@ -513,6 +541,7 @@ var errNoAck = errors.New("sip: no ACK for the 2xx")
 // the ACK with CSeq seq arrives, for at most 64×T1 (RFC 3261 §13.3.1.4, RFC 6026). It returns
 // the ACK.
 func (s *Server) sendFinal(tx sip.ServerTransaction, res *sip.Response, seq uint32, acks <-chan *sip.Request, done <-chan struct{}) (*sip.Request, error) {
+	s.observeResponse(true, res.StatusCode)
 	if err := tx.Respond(res); err != nil {
 		return nil, err
 	}
@@ -520,7 +549,7 @@ func (s *Server) sendFinal(tx sip.ServerTransaction, res *sip.Response, seq uint
 	interval := sip.T1
 	retrans := time.NewTimer(interval)
 	defer retrans.Stop()
-	giveUp := time.NewTimer(64 * sip.T1)
+	giveUp := time.NewTimer(s.o.AckTimeout)
 	defer giveUp.Stop()
 	for {
 		select {

@@ -1,6 +1,7 @@
 package sip_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,11 +10,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +77,19 @@ func TestDrainDeadline(t *testing.T) {
 	case <-s.call.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call was not hung up at the deadline")
+	}
+	// Issue 22 item 2: a call ended at the drain deadline ends as shutdown, not failed.
+	if got := s.pcall.EndReason(); got != session.EndShutdown {
+		t.Errorf("end reason at the drain deadline %q, want shutdown", got)
+	}
+	conv := s.pcall.Conversation()
+	select {
+	case <-conv.Done():
+	case <-time.After(time.Second):
+		t.Fatal("the conversation did not end within a second of the hang-up")
+	}
+	if got := conv.EndReason(); got != session.EndShutdown {
+		t.Errorf("conversation end reason %q, want shutdown", got)
 	}
 }
 
@@ -206,4 +222,33 @@ func TestPublicIP(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no BYE")
 	}
+}
+
+// TestServingLogWithoutTLS: issue 22 item 10: with TLS off the start-up line has no tls
+// attribute (it said tls="invalid AddrPort").
+func TestServingLogWithoutTLS(t *testing.T) {
+	var buf syncBuffer
+	newServer(t, sip.Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	waitFor(t, 5*time.Second, "the start-up line", func() bool { return strings.Contains(buf.String(), "sip: serving") })
+	if s := buf.String(); strings.Contains(s, "invalid AddrPort") || strings.Contains(s, " tls=") {
+		t.Errorf("start-up line: %s", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

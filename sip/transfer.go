@@ -23,6 +23,9 @@ const DefaultTransferTimeout = 30 * time.Second
 // transferTarget turns a transfer destination (E.164 number or SIP URI) into a URI and the
 // transport and trunk to reach it.
 func (c *Call) transferTarget(dest string) (sip.Uri, Transport, Trunk, error) {
+	if err := CheckTransferDestination(c.ctx, dest, c.s.o.TransferAllow); err != nil {
+		return sip.Uri{}, "", Trunk{}, err
+	}
 	trunk := c.xfer.Trunk
 	if trunk.URI == "" {
 		trunk = c.trunk
@@ -73,7 +76,8 @@ func (c *Call) transferCold(ctx context.Context, t session.TransferRequest) erro
 	defer c.endTransfer()
 	target, _, _, err := c.transferTarget(t.Destination)
 	if err != nil {
-		return c.transferFailed(t, err.Error())
+		c.transferFailed(t, err.Error())
+		return fmt.Errorf("%w: %w", ErrTransferFailed, err)
 	}
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -153,7 +157,8 @@ func (c *Call) transferWarm(ctx context.Context, t session.TransferRequest) erro
 	defer c.endTransfer()
 	target, tp, trunk, err := c.transferTarget(t.Destination)
 	if err != nil {
-		return c.transferFailed(t, err.Error())
+		c.transferFailed(t, err.Error())
+		return fmt.Errorf("%w: %w", ErrTransferFailed, err)
 	}
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -458,6 +463,11 @@ func (c *Call) onRefer(l *leg, req *sip.Request, tx sip.ServerTransaction) {
 		c.s.respond(tx, req, 603, tag, nil)
 		return
 	}
+	if err := checkTransferHost(c.ctx, u.Host, c.s.o.TransferAllow); err != nil {
+		c.log.Info("sip: REFER to a destination not allowed", "refer_to", u.String(), "err", err)
+		c.s.respond(tx, req, 403, tag, nil, sip.NewHeader("Reason", reasonHeader(403, "destination not allowed")))
+		return
+	}
 	t := session.TransferRequest{Destination: u.String(), Mode: session.TransferCold}
 	if err := c.beginTransfer(t); err != nil {
 		c.s.respond(tx, req, 491, tag, nil)
@@ -498,6 +508,14 @@ func (c *Call) onRefer(l *leg, req *sip.Request, tx sip.ServerTransaction) {
 		l.med.setSink(nil)
 		l.med.setDTMFSink(nil)
 		c.attach(nl)
+		select {
+		case <-c.done:
+			// The call ended (hung up, the server closing) while the new leg was placed:
+			// nothing else would end the new leg.
+			nl.end(c.EndReason(), true, "call ended")
+			return
+		default:
+		}
 		nl.med.setSink(c.callerSink(conv))
 		nl.med.setDTMFSink(conv.PushDTMF)
 		c.notify(l, "SIP/2.0 200 OK", true)

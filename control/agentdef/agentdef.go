@@ -170,6 +170,14 @@ type TurnTaking struct {
 	EndpointingMS int     `json:"endpointing_ms"`
 	BargeIn       BargeIn `json:"barge_in"`
 	Silence       Silence `json:"silence"`
+	DTMF          DTMF    `json:"dtmf"`
+}
+
+// DTMF says when keypad digits end the caller's turn: at the terminator key, or after the
+// inter-digit timeout without a new digit.
+type DTMF struct {
+	Terminator          string `json:"terminator"`
+	InterDigitTimeoutMS int    `json:"inter_digit_timeout_ms"`
 }
 
 // Endpointing is the silence that ends the other side's turn.
@@ -304,7 +312,7 @@ func Defaults() Definition {
 			LLM:                LLM{Provider: "default", Model: "default", Temperature: 0.7, MaxTokens: 400},
 			STT:                STT{Provider: "default", Model: "default", Keywords: []string{}},
 			TTS:                TTS{Provider: "default", Model: "default"},
-			TurnTaking:         TurnTaking{EndpointingMS: 600, BargeIn: BargeIn{Enabled: true, MinSpeechMS: 300}, Silence: Silence{TimeoutMS: 10000, Reprompts: 2}},
+			TurnTaking:         TurnTaking{EndpointingMS: 600, BargeIn: BargeIn{Enabled: true, MinSpeechMS: 300}, Silence: Silence{TimeoutMS: 10000, Reprompts: 2}, DTMF: DTMF{Terminator: "#", InterDigitTimeoutMS: 2000}},
 			MaxDurationSeconds: 1800,
 			EndCall:            EndCall{Phrases: []string{}},
 			Fillers:            Fillers{AfterMS: 1500, Lines: []string{}},

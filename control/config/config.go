@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"sort"
@@ -71,6 +72,8 @@ type Config struct {
 	SIPTLSKey     string
 	RTPPorts      PortRange
 	PublicIP      string
+	TransferAllow []netip.Prefix
+	MediaAddr     string
 	WebRTCUDPPort int
 	MasterKey     string
 	LogLevel      slog.Level
@@ -136,6 +139,8 @@ func settings() []scopedSetting {
 		{setting{"sip-tls-key", "PARLEY_SIP_TLS_KEY", "", "PEM private key file for SIP over TLS", setString(func(c *Config) *string { return &c.SIPTLSKey })}, ScopeServe},
 		{setting{"rtp-ports", "PARLEY_RTP_PORTS", "10000-20000", "UDP port range for RTP (pairs: even RTP, odd RTCP)", setPorts}, ScopeServe},
 		{setting{"public-ip", "PARLEY_PUBLIC_IP", "", "IP address advertised in SIP Via/Contact, SDP and WebRTC NAT 1:1 candidates (empty: the local address)", setPublicIP}, ScopeServe},
+		{setting{"media-addr", "PARLEY_MEDIA_ADDR", "", "IP address the RTP ports and the WebRTC UDP port bind (empty: the host of --sip-addr when it names one, else every interface)", setMediaAddr}, ScopeServe},
+		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
 		{setting{"log-level", "PARLEY_LOG_LEVEL", "info", "log level: debug, info, warn, error", setLogLevel}, ScopeStore | ScopeServe},
@@ -506,6 +511,52 @@ func setPorts(c *Config, v string) error {
 		return errors.New("want two ports 1024-65535, low-high, at least one even/odd pair apart")
 	}
 	c.RTPPorts = PortRange{Min: a, Max: b}
+	return nil
+}
+
+func setMediaAddr(c *Config, v string) error {
+	if v != "" {
+		if _, err := netip.ParseAddr(v); err != nil {
+			return errors.New("want an IP address")
+		}
+	}
+	c.MediaAddr = v
+	return nil
+}
+
+// MediaBindIP is the address the media sockets bind: MediaAddr, else the SIP listener's host
+// when it is a specific address, else the zero Addr (every interface).
+func (c *Config) MediaBindIP() netip.Addr {
+	if a, err := netip.ParseAddr(c.MediaAddr); err == nil {
+		return a
+	}
+	host, _, err := net.SplitHostPort(c.SIPAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	if a, err := netip.ParseAddr(host); err == nil && !a.IsUnspecified() {
+		return a
+	}
+	return netip.Addr{}
+}
+
+func setTransferAllow(c *Config, v string) error {
+	c.TransferAllow = nil
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return fmt.Errorf("want CIDRs or addresses, comma-separated: %q", part)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.TransferAllow = append(c.TransferAllow, p.Masked())
+	}
 	return nil
 }
 

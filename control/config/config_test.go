@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -143,6 +144,42 @@ func TestBaseURLFollowsTheListener(t *testing.T) {
 		}
 		if c.BaseURL != want {
 			t.Errorf("--http-addr %s: base URL %q, want %q", addr, c.BaseURL, want)
+		}
+	}
+}
+
+// TestTransferAllow: PARLEY_TRANSFER_ALLOW takes CIDRs and bare addresses; junk names itself.
+func TestTransferAllow(t *testing.T) {
+	c, _, err := Parse("parley serve", ScopeServe, nil, env(map[string]string{"PARLEY_TRANSFER_ALLOW": "10.0.0.0/8, 192.168.1.7,fd00::/8"}), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.TransferAllow); got != "[10.0.0.0/8 192.168.1.7/32 fd00::/8]" {
+		t.Errorf("TransferAllow %s", got)
+	}
+	if _, _, err := Parse("parley serve", ScopeServe, []string{"--transfer-allow", "lan"}, env(nil), nil, nil); err == nil || !strings.Contains(err.Error(), "transfer-allow") {
+		t.Errorf("a bad allow-list: %v", err)
+	}
+}
+
+// TestMediaBindIP: issue 22 item 10: the media sockets bind PARLEY_MEDIA_ADDR, else the SIP
+// listener's host when it names one, else every interface.
+func TestMediaBindIP(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sip-addr", "127.0.0.1:5060"}, "127.0.0.1"},
+		{[]string{"--sip-addr", ":5060"}, "invalid IP"},
+		{[]string{"--sip-addr", "0.0.0.0:5060"}, "invalid IP"},
+		{[]string{"--sip-addr", "127.0.0.1:5060", "--media-addr", "10.0.0.5"}, "10.0.0.5"},
+	} {
+		cfg, _, err := Parse("parley serve", ScopeServe, c.args, env(nil), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.MediaBindIP().String(); got != c.want {
+			t.Errorf("%v: media binds %s, want %s", c.args, got, c.want)
 		}
 	}
 }

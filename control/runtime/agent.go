@@ -108,6 +108,8 @@ func AgentFor(def *agentdef.Definition, language string, vars map[string]any) (s
 			EndpointSilence:     a.TurnTaking.Endpointing(),
 			BargeInMin:          time.Duration(a.TurnTaking.BargeIn.MinSpeechMS) * time.Millisecond,
 			BargeInConfirmWords: a.TurnTaking.BargeIn.MinWords > 0,
+			DTMFTerminator:      a.TurnTaking.DTMF.Terminator,
+			DTMFTimeout:         time.Duration(a.TurnTaking.DTMF.InterDigitTimeoutMS) * time.Millisecond,
 		},
 		SilenceTimeout: time.Duration(a.TurnTaking.Silence.TimeoutMS) * time.Millisecond,
 		Reprompts:      a.TurnTaking.Silence.Reprompts,

@@ -76,10 +76,10 @@ func (p *persister) signal() {
 }
 
 // start begins storing until the end is stored, then calls onDone. When ctx ends first (the
-// node stops), the conversation ends as failed and what is queued is written with a short
+// node stops), the conversation ends as shutdown and what is queued is written with a short
 // deadline of its own.
 func (p *persister) start(ctx context.Context, onDone func()) {
-	stop := context.AfterFunc(ctx, func() { p.end(session.EndFailed, session.Cost{}) })
+	stop := context.AfterFunc(ctx, func() { p.end(session.EndShutdown, session.Cost{}) })
 	p.mu.Lock()
 	p.ctx, p.onDone, p.stopCtx = ctx, onDone, stop
 	p.mu.Unlock()
@@ -156,8 +156,8 @@ func (p *persister) work() {
 			return
 		}
 		if p.ctx.Err() != nil {
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 5*time.Second)
-			p.end(session.EndFailed, session.Cost{})
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 2*time.Second)
+			p.end(session.EndShutdown, session.Cost{})
 			p.flush(fctx)
 			cancel()
 			p.finish()

@@ -164,8 +164,16 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	rt.started.Store(true)
-	rt.wg.Add(1)
+	rt.wg.Add(2)
 	go rt.refreshOwnership()
+	go func() {
+		defer rt.wg.Done()
+		if n, err := rt.RemoveOrphanRecordings(rt.ctx); err != nil {
+			rt.log.Warn("recording: cannot look for orphaned recordings", "err", err)
+		} else if n > 0 {
+			rt.log.Info("recording: removed recordings of conversations that do not exist", "files", n)
+		}
+	}()
 	return nil
 }
 
@@ -174,10 +182,16 @@ func (rt *Runtime) NodeID() string { return rt.o.NodeID }
 
 func (rt *Runtime) now() time.Time { return rt.o.Now() }
 
-// Close ends the conversations still live here (reason failed), waits for their ends to be
-// stored (at most a few seconds), and stops. It is idempotent.
+// closeBudget bounds Close: a node's shutdown must end within its drain timeout plus 5 s
+// whatever state its conversations are in.
+const closeBudget = 4 * time.Second
+
+// Close ends the conversations still live here (reason shutdown), waits for their ends to be
+// stored, and stops. It returns within closeBudget even if a conversation or the store does
+// not let go (it logs what it left). It is idempotent.
 func (rt *Runtime) Close() error {
 	rt.once.Do(func() {
+		start := time.Now()
 		rt.mu.Lock()
 		rt.closed = true
 		lives := make([]*live, 0, len(rt.lives))
@@ -185,24 +199,35 @@ func (rt *Runtime) Close() error {
 			lives = append(lives, l)
 		}
 		rt.mu.Unlock()
+		budget := time.NewTimer(closeBudget - closeBudget/4)
+		defer budget.Stop()
 		for _, l := range lives {
-			l.stop(session.EndFailed)
+			// In parallel and not waited for past the budget: a voice engine's End waits
+			// for the engine to stop.
+			go l.stop(session.EndShutdown)
 		}
-		deadline := time.After(5 * time.Second)
+	wait:
 		for _, l := range lives {
 			select {
 			case <-l.p.done:
-			case <-deadline:
+			case <-budget.C:
+				break wait
 			}
 		}
 		if rt.cancel != nil {
-			rt.cancel()
+			rt.cancel() // the persisters left store their end (shutdown) on a short deadline
 		}
 		if rt.started.Load() {
 			rt.mesh.close()
 			rt.hub.close()
 		}
-		rt.wg.Wait()
+		done := make(chan struct{})
+		go func() { rt.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(closeBudget - time.Since(start)):
+			rt.log.Warn("runtime: closing took too long; leaving the rest", "live", rt.Live())
+		}
 	})
 	return nil
 }
@@ -407,6 +432,9 @@ func (rt *Runtime) ReapLost(ctx context.Context, grace time.Duration) (int, erro
 		}
 		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, ""); err != nil {
 			return n, err
+		}
+		if err := rt.recoverRecording(ctx, c); err != nil {
+			rt.log.Warn("recording: cannot recover the recording of a lost conversation", "conversation", c.ID, "err", err)
 		}
 		rt.settleCommands(ctx, c.ID)
 		rt.ReleaseCallSlot(ctx, c.OrgID, c.ID)

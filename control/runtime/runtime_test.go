@@ -2,10 +2,13 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -335,3 +338,81 @@ func TestPersisterOrder(t *testing.T) {
 }
 
 var _ = fakes.ScriptEcho
+
+// TestCloseEndsAsShutdown is issue 22 item 2: closing a node's runtime ends the calls still
+// live as shutdown (not failed), stores their end, and returns within its budget.
+func TestCloseEndsAsShutdown(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", true)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+	if err := rt.Place(ctx, store.ModeTest, PlaceRequest{ConversationID: c.ID, Lines: []string{"one", "two", "three", "four", "five", "six"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the call in progress", func() bool { return r.get(c.ID).Status == store.ConvInProgress })
+	start := time.Now()
+	rt.Close()
+	if d := time.Since(start); d > closeBudget+500*time.Millisecond {
+		t.Errorf("Close took %v (budget %v)", d, closeBudget)
+	}
+	got := r.get(c.ID)
+	if got.Status != store.ConvEnded || got.EndReason != string(session.EndShutdown) {
+		t.Fatalf("after Close: status %s, end reason %q; want ended, shutdown", got.Status, got.EndReason)
+	}
+}
+
+// TestReapLostRecoversRecording is issue 22 item 3: the recording a killed node left (its
+// header sizes never patched) is repaired and named on the reaped conversation; a recording of
+// a conversation that does not exist is removed.
+func TestReapLostRecoversRecording(t *testing.T) {
+	r := newRig(t)
+	dataDir := t.TempDir()
+	ctx := context.Background()
+	c := r.conversation(store.ChannelPhone, store.ModeTest, store.ConvPending)
+	r.st.SetConversationStatus(ctx, c.ID, store.ConvInProgress, time.Now())
+	dir := filepath.Join(dataDir, "recordings")
+	os.MkdirAll(dir, 0o750)
+	// A WAV as media.Recorder starts it (sizes 0 until a checkpoint), with 1,000.5 frames of audio.
+	h := make([]byte, 44)
+	copy(h, "RIFF")
+	binary.LittleEndian.PutUint32(h[4:], 36)
+	copy(h[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(h[16:], 16)
+	binary.LittleEndian.PutUint16(h[20:], 1)
+	binary.LittleEndian.PutUint16(h[22:], 2)
+	binary.LittleEndian.PutUint32(h[24:], 16000)
+	binary.LittleEndian.PutUint32(h[28:], 64000)
+	binary.LittleEndian.PutUint16(h[32:], 4)
+	binary.LittleEndian.PutUint16(h[34:], 16)
+	copy(h[36:], "data")
+	wav := append(h, make([]byte, 4002)...)
+	path := filepath.Join(dir, string(c.ID)+".wav")
+	if err := os.WriteFile(path, wav, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, string(store.NewConversationID())+".wav")
+	os.WriteFile(orphan, wav, 0o640)
+	rt, err := New(Options{NodeID: "a", Store: r.st, Bus: r.bus, DataDir: dataDir, Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if n, err := rt.ReapLost(ctx, -time.Minute); n != 1 || err != nil {
+		t.Fatalf("ReapLost = %d, %v", n, err)
+	}
+	got := r.get(c.ID)
+	if got.Recording != "recordings/"+string(c.ID)+".wav" {
+		t.Fatalf("recording %q", got.Recording)
+	}
+	b, _ := os.ReadFile(path)
+	if len(b) != 44+4000 || binary.LittleEndian.Uint32(b[40:]) != 4000 || binary.LittleEndian.Uint32(b[4:]) != 36+4000 {
+		t.Errorf("repaired WAV: %d bytes, data size %d, RIFF size %d", len(b), binary.LittleEndian.Uint32(b[40:]), binary.LittleEndian.Uint32(b[4:]))
+	}
+	waitFor(t, 5*time.Second, "the orphaned recording removed", func() bool {
+		_, err := os.Stat(orphan)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}

@@ -38,11 +38,14 @@ func (rt *Runtime) routeInbound(ctx context.Context, in sip.InboundCall, maxCall
 		return sip.Plan{}, sip.RefuseNoAgent()
 	}
 	ag, err := rt.store.SystemAgents().Get(ctx, n.AgentID) // SIP routing: the number names the agent, in any organization
-	if errors.Is(err, store.ErrNotFound) || err == nil && (ag.Status != store.AgentPublished || ag.Direction != "inbound" || !slices.Contains(ag.Channels, store.ChannelPhone)) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (ag.Status != store.AgentPublished || !slices.Contains(ag.Channels, store.ChannelPhone)) {
 		return sip.Plan{}, sip.RefuseNoAgent()
 	}
 	if err != nil {
 		return sip.Plan{}, err
+	}
+	if ag.Direction != "inbound" {
+		return sip.Plan{}, sip.RefuseAgentOutboundOnly()
 	}
 	pr, err := rt.store.GetProject(ctx, ag.ProjectID)
 	if err != nil {

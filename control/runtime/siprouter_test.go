@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +108,101 @@ func TestSIPRouterInbound(t *testing.T) {
 		t.Fatalf("an unknown number was taken: %v\n%s", err, out)
 	}
 	_ = rt
+}
+
+// TestSIPRouterUnacknowledged is issue 22 item 1 end to end: with a limit of two calls, two
+// INVITEs whose 200 is never acknowledged and one whose caller sends BYE before the ACK each
+// end their conversation (stored ended), give their slot back and close their recording within
+// a second of the call's end; the organization can then still take a call.
+func TestSIPRouterUnacknowledged(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("media", true)
+	ctx := context.Background()
+	def := `{"agent": {"name": "Desk", "kind": "custom", "direction": "inbound", "channels": ["phone"],
+		"system_prompt": "You answer the phone.", "first_message": "Thank you for calling."}, "references": {}}`
+	parsed, _ := ParseStored(json.RawMessage(def))
+	raw, _ := json.Marshal(parsed)
+	ag, err := r.st.Agents().Create(ctx, store.OrgScope(r.org.ID), store.NewAgent{ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
+		Channels: []string{"phone"}, Definition: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.st.Agents().Publish(ctx, store.OrgScope(r.org.ID), ag.ID, "", "test")
+	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550051", AgentID: ag.ID}); err != nil {
+		t.Fatal(err)
+	}
+	r.st.AddCredit(ctx, r.org.ID, 5_000_000, "test")
+	base := 20000 + 2*rand.IntN(15000)
+	const ackTimeout = 400 * time.Millisecond
+	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
+		Router: rt.SIPRouter(2), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
+			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), AckTimeout: ackTimeout, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(runCtx) }()
+	defer func() { stop(); <-served }()
+	rtpSink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rtpSink.Close()
+	rtpAddr := rtpSink.LocalAddr().(*net.UDPAddr).AddrPort()
+	active := func() int64 {
+		b, err := r.bus.Get(ctx, slotsKey(r.org.ID))
+		if err != nil {
+			return 0
+		}
+		n, _ := strconv.ParseInt(string(b), 10, 64)
+		return n
+	}
+	ended := func() []store.Conversation {
+		cs, _ := r.st.ListConversations(ctx, store.ConversationFilter{OrgID: r.org.ID, Mode: store.ModeLive, Status: store.ConvEnded, Channel: store.ChannelPhone})
+		return cs
+	}
+	for i, how := range []string{"no ack", "no ack", "bye before ack"} {
+		u := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+		u.Invite("+14155550051", rtpAddr)
+		if !u.WaitStatus(200, 200, 5*time.Second) {
+			t.Fatalf("call %d (%s): %v", i, how, u)
+		}
+		start := time.Now()
+		if how == "bye before ack" {
+			u.Bye()
+		}
+		waitFor(t, ackTimeout+3*time.Second, fmt.Sprintf("call %d (%s) stored ended", i, how), func() bool { return len(ended()) == i+1 })
+		if d := time.Since(start); d > ackTimeout+time.Second {
+			t.Errorf("call %d (%s): ended %v after the 200", i, how, d)
+		}
+		waitFor(t, time.Second, "the slot given back", func() bool { return active() == 0 })
+		waitFor(t, time.Second, "the conversation gone from the node", func() bool { return rt.Live() == 0 })
+		u.Close()
+	}
+	for _, c := range ended() {
+		want := string(session.EndNetworkLost)
+		if c.EndReason != want && c.EndReason != string(session.EndCallerHungUp) {
+			t.Errorf("conversation %s ended %q", c.ID, c.EndReason)
+		}
+		waitFor(t, time.Second, "the recording closed and named", func() bool { return r.get(c.ID).Recording != "" })
+	}
+	// Issue 22 item 8: a number whose agent only places calls says so.
+	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550052", AgentID: r.agent.ID}); err != nil {
+		t.Fatal(err)
+	}
+	out := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+	out.Invite("+14155550052", rtpAddr)
+	if !out.WaitStatus(480, 480, 5*time.Second) || !strings.Contains(out.FinalReason(), "agent does not answer calls") {
+		t.Errorf("a number of an outbound-only agent: %v, Reason %q", out, out.FinalReason())
+	}
+	// The organization is not blocked: a well-behaved call is taken.
+	u := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+	u.Invite("+14155550051", rtpAddr)
+	if !u.WaitStatus(200, 200, 5*time.Second) {
+		t.Fatalf("the organization is blocked after unacknowledged calls: %v", u)
+	}
+	u.Ack()
+	u.Bye()
+	waitFor(t, 5*time.Second, "the last call's end", func() bool { return len(ended()) == 4 })
 }

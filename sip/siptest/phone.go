@@ -523,7 +523,12 @@ func (p *Phone) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		}
 	}
 	cancelled := make(chan struct{})
-	tx.OnCancel(func(*sip.Request) { close(cancelled) })
+	tx.OnCancel(func(r *sip.Request) {
+		c.mu.Lock()
+		c.requests = append(c.requests, r) // the CANCEL too, for its Reason
+		c.mu.Unlock()
+		close(cancelled)
+	})
 	if p.o.EarlyMedia && answer != nil {
 		respond(183, "Session Progress", answer)
 		c.startRTP()

@@ -22,7 +22,7 @@ type Conversation struct {
 	Direction       string          `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
 	Mode            string          `json:"mode" jsonschema:"enum=live,enum=test"`
 	Status          string          `json:"status" doc:"Moves forward only: pending (created; a call not ringing yet) → ringing (a phone call ringing) → in_progress (answered; a chat from its start) → ended. A call that is never answered goes from pending or ringing to ended." jsonschema:"enum=pending,enum=ringing,enum=in_progress,enum=ended"`
-	EndReason       *string         `json:"end_reason" doc:"Why a conversation ended; null until it has. An open set: a client must tolerate values it does not know." jsonschema:"nullable,enum=completed,enum=caller_hung_up,enum=agent_ended,enum=no_answer,enum=busy,enum=invalid_number,enum=voicemail,enum=transferred,enum=media_timeout,enum=network_lost,enum=provider_error,enum=failed,enum=silence_timeout,enum=max_duration,enum=ended_by_api,enum=credit_exhausted"`
+	EndReason       *string         `json:"end_reason" doc:"Why a conversation ended; null until it has. An open set: a client must tolerate values it does not know." jsonschema:"nullable,enum=completed,enum=caller_hung_up,enum=agent_ended,enum=no_answer,enum=busy,enum=invalid_number,enum=voicemail,enum=transferred,enum=media_timeout,enum=network_lost,enum=provider_error,enum=failed,enum=silence_timeout,enum=max_duration,enum=ended_by_api,enum=credit_exhausted,enum=shutdown,enum=callee_hung_up"`
 	ExternalID      *string         `json:"external_id" jsonschema:"nullable"`
 	Language        string          `json:"language"`
 	FromNumber      *string         `json:"from_number" jsonschema:"nullable"`

@@ -1,0 +1,115 @@
+package control
+
+import (
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/sip"
+)
+
+// gathered returns the samples of the registry as "name{label=value,…} value" lines.
+func gathered(t *testing.T, m *metrics, prefix string) map[string]float64 {
+	t.Helper()
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if !strings.HasPrefix(f.GetName(), prefix) {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			var ls []string
+			for _, l := range s.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			sort.Strings(ls)
+			v := s.GetCounter().GetValue() + s.GetGauge().GetValue() + float64(s.GetHistogram().GetSampleCount())
+			out[f.GetName()+"{"+strings.Join(ls, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// TestVoiceMetrics is issue 22 item 11: the SIP server's counts land in /metrics with bounded
+// labels (an unknown end reason or status code counts as "other", never as itself).
+func TestVoiceMetrics(t *testing.T) {
+	m := newMetrics()
+	o := sipObserver{m.voice}
+	o.CallStarted(sip.Inbound)
+	o.CallStarted(sip.Outbound)
+	o.Response(true, 180)
+	o.Response(true, 200)
+	o.Response(false, 486)
+	o.Response(false, 9999)
+	o.CallEnded(sip.Inbound, "caller_hung_up", sip.CallStats{PacketsSent: 100, PacketsReceived: 90, PacketsLost: 3, Concealed: 4, Jitter: 5 * time.Millisecond})
+	o.CallEnded(sip.Outbound, "made_up_reason", sip.CallStats{})
+	got := gathered(t, m, "parley_")
+	for k, want := range map[string]float64{
+		"parley_calls_active{channel=phone}":                          0,
+		"parley_call_starts_total{channel=phone,direction=inbound}":   1,
+		"parley_call_starts_total{channel=phone,direction=outbound}":  1,
+		"parley_call_ends_total{channel=phone,reason=caller_hung_up}": 1,
+		"parley_call_ends_total{channel=phone,reason=other}":          1,
+		"parley_sip_responses_total{code=180,direction=sent}":         1,
+		"parley_sip_responses_total{code=200,direction=sent}":         1,
+		"parley_sip_responses_total{code=486,direction=received}":     1,
+		"parley_sip_responses_total{code=other,direction=received}":   1,
+		"parley_rtp_packets_total{direction=sent}":                    100,
+		"parley_rtp_packets_total{direction=received}":                90,
+		"parley_rtp_lost_packets_total{}":                             3,
+		"parley_rtp_concealed_frames_total{}":                         4,
+		"parley_rtp_jitter_seconds{}":                                 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "made_up_reason") || strings.Contains(k, "9999") {
+			t.Errorf("unbounded label value: %s", k)
+		}
+	}
+}
+
+// TestDashboardUsesRealMetrics: every metric docs/grafana-voice.json queries is one the node
+// registers.
+func TestDashboardUsesRealMetrics(t *testing.T) {
+	b, err := os.ReadFile("../docs/grafana-voice.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	o := sipObserver{m.voice}
+	o.CallStarted(sip.Inbound)
+	o.Response(true, 200)
+	o.CallEnded(sip.Inbound, "completed", sip.CallStats{PacketsReceived: 1})
+	now := time.Now()
+	session.NewMetrics(m.reg).Observe(session.TurnMetrics{SpeechEnd: now, STTFinal: now.Add(time.Millisecond), EndOfTurn: now.Add(time.Millisecond),
+		LLMRequestSent: now, LLMFirstToken: now.Add(time.Millisecond), TTSFirstRequest: now, TTSFirstByte: now.Add(time.Millisecond),
+		FirstAudioOut: now.Add(2 * time.Millisecond), Endpointing: "vad"})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range fams {
+		have[f.GetName()] = true
+	}
+	used := regexp.MustCompile(`parley_[a-z_]+`).FindAllString(string(b), -1)
+	if len(used) == 0 {
+		t.Fatal("the dashboard queries no metric")
+	}
+	for _, name := range used {
+		name = strings.TrimSuffix(name, "_bucket")
+		if !have[name] {
+			t.Errorf("the dashboard queries %s, which the node does not export", name)
+		}
+	}
+}

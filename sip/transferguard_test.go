@@ -1,0 +1,72 @@
+package sip_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/sip"
+	"github.com/parley-voice/parley/sip/siptest"
+)
+
+// TestCheckTransferDestination: the table of issue 22 item 7. Numbers go through the trunk;
+// a SIP URI must name a public address unless the allow-list covers it.
+func TestCheckTransferDestination(t *testing.T) {
+	loop := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	cases := []struct {
+		dest  string
+		allow []netip.Prefix
+		ok    bool
+	}{
+		{"+14155550100", nil, true},
+		{"sip:human@127.0.0.1:5060", nil, false},
+		{"sip:human@127.0.0.5:5060", loop, true},
+		{"sip:human@localhost", nil, false},
+		{"sip:human@10.1.2.3", nil, false},
+		{"sip:human@192.168.1.10", loop, false},
+		{"sip:human@172.16.0.1", nil, false},
+		{"sip:human@169.254.169.254", nil, false}, // link-local (cloud metadata)
+		{"sip:human@100.64.0.1", nil, false},      // shared address space
+		{"sip:human@0.0.0.0", nil, false},
+		{"sip:human@[::1]:5060", nil, false},
+		{"sip:human@[fe80::1]", nil, false},
+		{"sip:human@[fd00::1]", nil, false},
+		{"sip:human@224.0.0.1", nil, false},
+		{"sip:human@203.0.113.7", nil, true}, // public unicast (nothing is sent by this check)
+		{"sips:human@[2001:db8::7]", nil, true},
+	}
+	for _, c := range cases {
+		err := sip.CheckTransferDestination(context.Background(), c.dest, c.allow)
+		if c.ok && err != nil || !c.ok && !errors.Is(err, sip.ErrDestinationNotAllowed) {
+			t.Errorf("%s (allow %v): %v", c.dest, c.allow, err)
+		}
+	}
+}
+
+// TestTransferToLoopbackRefused: a warm transfer to a phone on 127.0.0.1, from a server that
+// does not allow loopback, fails with the reason and sends no INVITE; the call goes on.
+func TestTransferToLoopbackRefused(t *testing.T) {
+	s := setupCall(t, sip.Options{TransferAllow: []netip.Prefix{}}, siptest.PhoneOptions{}, siptest.CallOptions{}, engineOptions{})
+	human := siptest.NewPhone(t, siptest.PhoneOptions{})
+	for _, mode := range []session.TransferMode{session.TransferWarm, session.TransferCold} {
+		r := transfer(t, s.pcall.Conversation(), session.TransferRequest{Destination: human.URI(), Mode: mode, Timeout: 3 * time.Second})
+		if r.Status == session.CommandDone || !strings.Contains(r.Reason, "not allowed") {
+			t.Errorf("%s transfer to %s: %+v", mode, human.URI(), r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if c, err := human.Incoming(ctx); err == nil {
+		t.Errorf("the refused destination was called: %v", c.CallID())
+	}
+	if len(s.call.Requests("REFER")) != 0 {
+		t.Error("a REFER was sent for a refused destination")
+	}
+	if s.pcall.State() != sip.CallInProgress {
+		t.Errorf("the call is %s after the refused transfer", s.pcall.State())
+	}
+}
