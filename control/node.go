@@ -31,6 +31,7 @@ import (
 
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/bus"
+	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/secrets"
@@ -140,7 +141,7 @@ func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.W
 		return nil, err
 	}
 	if n.media != nil {
-		n.media.setRouter(n.conv.rt.SIPRouter(n.cfg.MaxCalls))
+		n.media.setRouter(channels.Router(n.conv.rt, n.cfg.MaxCalls))
 	}
 	n.handler = n.routes()
 	return n, nil

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	voicechannels "github.com/parley-voice/parley/control/channels"
+
 	"github.com/parley-voice/parley/sip/siptest"
 
-	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
@@ -118,7 +119,7 @@ func TestCallToSipp(t *testing.T) {
 	trunk := sip.Trunk{Name: "sipp", URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	trunks := sip.NewStaticTrunks(trunk)
-	dialer := &runtime.SIPDialer{Server: srv, Trunks: trunks.Lookup}
+	dialer := &voicechannels.SIPDialer{Server: srv, Trunks: trunks.Lookup}
 	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{dialer: dialer}})
 	w.credit(t, 10)
 	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))

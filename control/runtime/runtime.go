@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -367,7 +368,19 @@ func (rt *Runtime) Watch(id store.ConversationID) (<-chan struct{}, func()) { re
 // give-back happen once whichever node does it).
 const slotTTL = 6 * time.Hour
 
-func slotsKey(org store.OrgID) string             { return "calls.active." + string(org) }
+func slotsKey(org store.OrgID) string { return "calls.active." + string(org) }
+
+// CallSlots returns how many call slots an organization holds now (its voice calls going).
+func (rt *Runtime) CallSlots(ctx context.Context, org store.OrgID) (int64, error) {
+	b, err := rt.bus.Get(ctx, slotsKey(org))
+	if errors.Is(err, bus.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}
 func slotKey(id store.ConversationID) string      { return "calls.slot." + string(id) }
 func dailyKey(org store.OrgID, day string) string { return "webcalls.day." + string(org) + "." + day }
 

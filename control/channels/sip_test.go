@@ -1,20 +1,21 @@
-package runtime
+package channels
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/parley-voice/parley/sip/siptest"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/sip/siptest"
 
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
@@ -43,7 +44,7 @@ func TestSIPRouterInbound(t *testing.T) {
 	ctx := context.Background()
 	def := `{"agent": {"name": "Desk", "kind": "custom", "direction": "inbound", "channels": ["phone"],
 		"system_prompt": "You answer the phone.", "first_message": "Thank you for calling."}, "references": {}}`
-	parsed, _ := ParseStored(json.RawMessage(def))
+	parsed, _ := runtime.ParseStored(json.RawMessage(def))
 	raw, _ := json.Marshal(parsed)
 	ag, err := r.st.Agents().Create(ctx, store.OrgScope(r.org.ID), store.NewAgent{ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
 		Channels: []string{"phone"}, Definition: raw})
@@ -56,7 +57,7 @@ func TestSIPRouterInbound(t *testing.T) {
 	}
 	base := 20000 + 2*rand.IntN(15000)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
-		Router: rt.SIPRouter(0), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
+		Router: Router(rt, 0), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestSIPRouterUnacknowledged(t *testing.T) {
 	ctx := context.Background()
 	def := `{"agent": {"name": "Desk", "kind": "custom", "direction": "inbound", "channels": ["phone"],
 		"system_prompt": "You answer the phone.", "first_message": "Thank you for calling."}, "references": {}}`
-	parsed, _ := ParseStored(json.RawMessage(def))
+	parsed, _ := runtime.ParseStored(json.RawMessage(def))
 	raw, _ := json.Marshal(parsed)
 	ag, err := r.st.Agents().Create(ctx, store.OrgScope(r.org.ID), store.NewAgent{ProjectID: r.proj.ID, Name: "Desk", Kind: "custom", Direction: "inbound",
 		Channels: []string{"phone"}, Definition: raw})
@@ -135,7 +136,7 @@ func TestSIPRouterUnacknowledged(t *testing.T) {
 	base := 20000 + 2*rand.IntN(15000)
 	const ackTimeout = 400 * time.Millisecond
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
-		Router: rt.SIPRouter(2), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
+		Router: Router(rt, 2), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), AckTimeout: ackTimeout, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +152,7 @@ func TestSIPRouterUnacknowledged(t *testing.T) {
 	defer rtpSink.Close()
 	rtpAddr := rtpSink.LocalAddr().(*net.UDPAddr).AddrPort()
 	active := func() int64 {
-		b, err := r.bus.Get(ctx, slotsKey(r.org.ID))
-		if err != nil {
-			return 0
-		}
-		n, _ := strconv.ParseInt(string(b), 10, 64)
+		n, _ := rt.CallSlots(ctx, r.org.ID)
 		return n
 	}
 	ended := func() []store.Conversation {

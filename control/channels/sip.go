@@ -1,0 +1,108 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/sip"
+)
+
+// Router answers the inbound calls of a SIP server with the runtime: the runtime decides
+// (TakeInbound) and its refusals become SIP answers: 404 for an unknown number, 480 when no
+// agent answers it (or only an outbound one, or its project is frozen), 403 for a frozen or
+// spent organization, 503 with Retry-After over the call limit.
+func Router(rt *runtime.Runtime, maxCalls int) sip.Router {
+	return sip.RouterFunc(func(ctx context.Context, in sip.InboundCall) (sip.Plan, error) {
+		p, err := rt.TakeInbound(ctx, runtime.InboundCall{To: in.To, From: in.From}, maxCalls)
+		var rf *runtime.Refusal
+		if errors.As(err, &rf) {
+			return sip.Plan{}, refusal(rf)
+		}
+		if err != nil {
+			return sip.Plan{}, err
+		}
+		return sip.Plan{
+			ID:           p.ID,
+			Conversation: func(ctx context.Context, _ *sip.Call) (*session.Conversation, error) { return p.Conversation(ctx) },
+			OnEvent: func(ev sip.Event) {
+				switch ev.Kind {
+				case sip.EventRinging:
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallRinging})
+				case sip.EventInProgress:
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallInProgress})
+				case sip.EventEnded:
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallEnded, EndReason: ev.EndReason})
+				}
+			},
+			Tap: p.Tap,
+		}, nil
+	})
+}
+
+// refusal is the SIP answer of a runtime refusal.
+func refusal(r *runtime.Refusal) error {
+	switch r.Reason {
+	case runtime.RefuseUnknownNumber:
+		return sip.RefuseUnknownNumber(r.Number)
+	case runtime.RefuseAgentOutboundOnly:
+		return sip.RefuseAgentOutboundOnly()
+	case runtime.RefuseProjectFrozen:
+		return sip.RefuseProjectFrozen()
+	case runtime.RefuseOrgFrozen:
+		return sip.RefuseOrgFrozen()
+	case runtime.RefuseNoCredit:
+		return sip.RefuseOrgNoCredit()
+	case runtime.RefuseOverLimit:
+		return sip.RefuseOverLimit(max(r.RetryAfter, time.Second))
+	}
+	return sip.RefuseNoAgent()
+}
+
+// TrunkLookup finds a SIP trunk by name; "" names the default trunk.
+type TrunkLookup func(name string) (sip.Trunk, error)
+
+// SIPDialer is the runtime's Dialer on a media node: it places calls through the node's SIP
+// server and the named trunk. The server starts the conversation once the callee answers,
+// hangs up when the conversation ends, and carries its transfers (REFER).
+type SIPDialer struct {
+	Server *sip.Server
+	Trunks TrunkLookup
+}
+
+var _ runtime.Dialer = (*SIPDialer)(nil)
+
+// HasTrunk implements Dialer.
+func (d *SIPDialer) HasTrunk(name string) bool {
+	if d.Server == nil || d.Trunks == nil {
+		return false
+	}
+	_, err := d.Trunks(name)
+	return err == nil
+}
+
+// Dial implements Dialer: a *sip.DialError becomes a *DialFailure with its end reason, and
+// unreachable when the trunk never answered.
+func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
+	trunk, err := d.Trunks(r.Trunk)
+	if err != nil {
+		return fmt.Errorf("%w: %v", runtime.ErrNoTrunk, err)
+	}
+	_, err = d.Server.Dial(ctx, sip.DialRequest{
+		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap,
+		Conversation: func(ctx context.Context, c *sip.Call) (*session.Conversation, error) { return r.Conversation(ctx, c) },
+		OnEvent: func(ev sip.Event) {
+			if ev.Kind == sip.EventRinging && r.OnRinging != nil {
+				r.OnRinging()
+			}
+		},
+	})
+	var de *sip.DialError
+	if errors.As(err, &de) {
+		return &runtime.DialFailure{Reason: de.Outcome.EndReason(), Unreachable: de.Detail == sip.DetailUpstreamUnreachable, Detail: de.Error()}
+	}
+	return err
+}
