@@ -42,7 +42,9 @@ type Refusal struct {
 	RetryAfter time.Duration // over_limit: when to try again
 }
 
-func (r *Refusal) Error() string { return "runtime: inbound call to " + r.Number + " refused: " + string(r.Reason) }
+func (r *Refusal) Error() string {
+	return "runtime: inbound call to " + r.Number + " refused: " + string(r.Reason)
+}
 
 // CallEventKind names what the phone channel reports of a call it runs.
 type CallEventKind int
