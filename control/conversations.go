@@ -198,7 +198,7 @@ func (n *Node) dialer() runtime.Dialer {
 	if n.media == nil {
 		return nil
 	}
-	return &channels.SIPDialer{Server: n.media.sip, Trunks: n.media.trunks.Lookup}
+	return n.media.dialer
 }
 
 // webCalls starts browser calls through this node's WebRTC service (nil without the media role).

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/media"
@@ -22,19 +24,20 @@ type mediaServices struct {
 	sip    *sip.Server
 	webrtc *webrtc.Service
 	trunks *storeTrunks
-	router sip.Router // set once the runtime exists
-	mu     sync.RWMutex
+	dialer *channels.SIPDialer // the runtime's dialer; its server is the one startSIP builds
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// startMedia opens the SIP listeners and the WebRTC UDP port of a media node. Inbound calls
-// are routed by the conversation runtime once it exists (until then they are refused 503).
+// startMedia opens the WebRTC UDP port of a media node and prepares its SIP trunks and dialer.
+// The SIP server comes after the conversation runtime (startSIP), since it routes inbound
+// calls to it; the runtime's dialer gets the server before anything runs.
 func (n *Node) startMedia(masterKey []byte) error {
 	if !n.cfg.Roles.Has(config.RoleMedia) {
 		return nil
 	}
 	m := &mediaServices{trunks: &storeTrunks{st: n.Store, box: n.Box}, done: make(chan struct{})}
+	m.dialer = &channels.SIPDialer{Trunks: m.trunks.Lookup}
 	// The media sockets follow the configured address (PARLEY_MEDIA_ADDR, else the SIP
 	// listener's host): a node on 127.0.0.1 does not open RTP on every interface.
 	bind := n.cfg.MediaBindIP()
@@ -50,6 +53,17 @@ func (n *Node) startMedia(masterKey []byte) error {
 		return fmt.Errorf("webrtc on UDP port %d (PARLEY_WEBRTC_UDP_PORT): %w", n.cfg.WebRTCUDPPort, err)
 	}
 	m.webrtc = svc
+	n.media = m
+	return nil
+}
+
+// startSIP opens the SIP listeners of a media node, routing inbound calls to the runtime rt.
+func (n *Node) startSIP(rt *runtime.Runtime) error {
+	if n.media == nil {
+		return nil
+	}
+	m := n.media
+	bind := n.cfg.MediaBindIP()
 	var pub netip.Addr
 	if n.cfg.PublicIP != "" {
 		pub, _ = netip.ParseAddr(n.cfg.PublicIP)
@@ -58,36 +72,22 @@ func (n *Node) startMedia(masterKey []byte) error {
 		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
 		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
 		TransferAllow: n.cfg.TransferAllow, RTPIP: bind, Observer: sipObserver{n.metrics.voice},
-		Router: sip.RouterFunc(m.inbound), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
+		Router: channels.Router(rt, n.cfg.MaxCalls), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
 	})
 	if err != nil {
-		svc.Close()
 		return fmt.Errorf("sip on %s (PARLEY_SIP_ADDR): %w", n.cfg.SIPAddr, err)
 	}
 	m.sip = srv
-	n.media = m
+	m.dialer.Server = srv // before the node serves: nothing dials until Run
 	return nil
-}
-
-// inbound routes an INVITE through the runtime's router.
-func (m *mediaServices) inbound(ctx context.Context, c sip.InboundCall) (sip.Plan, error) {
-	m.mu.RLock()
-	r := m.router
-	m.mu.RUnlock()
-	if r == nil {
-		return sip.Plan{}, sip.RefuseOverLimit(5 * time.Second)
-	}
-	return r.Inbound(ctx, c)
-}
-
-func (m *mediaServices) setRouter(r sip.Router) {
-	m.mu.Lock()
-	m.router = r
-	m.mu.Unlock()
 }
 
 // run serves SIP until stop.
 func (m *mediaServices) run() {
+	if m.sip == nil {
+		close(m.done)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
@@ -98,7 +98,7 @@ func (m *mediaServices) run() {
 
 // drain refuses new calls (503) and lets calls in progress finish until ctx ends.
 func (m *mediaServices) drain(ctx context.Context) {
-	if m == nil {
+	if m == nil || m.sip == nil {
 		return
 	}
 	_ = m.sip.Drain(ctx)
@@ -112,7 +112,9 @@ func (m *mediaServices) close() {
 		m.cancel()
 		<-m.done
 	}
-	m.sip.Close()
+	if m.sip != nil {
+		m.sip.Close()
+	}
 	m.webrtc.Close()
 }
 

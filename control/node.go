@@ -31,7 +31,6 @@ import (
 
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/bus"
-	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/secrets"
@@ -140,8 +139,9 @@ func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.W
 		n.Close()
 		return nil, err
 	}
-	if n.media != nil {
-		n.media.setRouter(channels.Router(n.conv.rt, n.cfg.MaxCalls))
+	if err := n.startSIP(n.conv.rt); err != nil {
+		n.Close()
+		return nil, err
 	}
 	n.handler = n.routes()
 	return n, nil

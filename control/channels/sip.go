@@ -87,6 +87,9 @@ func (d *SIPDialer) HasTrunk(name string) bool {
 // Dial implements Dialer: a *sip.DialError becomes a *DialFailure with its end reason, and
 // unreachable when the trunk never answered.
 func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
+	if d.Server == nil {
+		return fmt.Errorf("%w: the SIP server is not up", runtime.ErrNoTrunk)
+	}
 	trunk, err := d.Trunks(r.Trunk)
 	if err != nil {
 		return fmt.Errorf("%w: %v", runtime.ErrNoTrunk, err)
