@@ -204,9 +204,23 @@ type BootstrapResult struct {
 // Bootstrap ensures the Default organization and project and mints a fresh live and test key,
 // each with every permission and reaching all projects.
 func Bootstrap(ctx context.Context, st *store.Store) (BootstrapResult, error) {
-	org, proj, _, err := st.Bootstrap(ctx)
+	org, proj, created, err := st.Bootstrap(ctx)
 	if err != nil {
 		return BootstrapResult{}, err
+	}
+	// Bootstrap is the operator's act: it is in the audit log like every other change.
+	audit := func(project store.ProjectID, action, objectType, objectID string, data map[string]any) error {
+		raw, _ := json.Marshal(data)
+		return st.InsertAudit(ctx, store.AuditEvent{OrgID: org.ID, ProjectID: project, ActorType: store.ActorOperator,
+			ActorID: "parley bootstrap", Action: action, ObjectType: objectType, ObjectID: objectID, Data: raw})
+	}
+	if created {
+		if err := audit("", "organization.created", "organization", string(org.ID), map[string]any{"name": org.Name}); err != nil {
+			return BootstrapResult{}, err
+		}
+		if err := audit(proj.ID, "project.created", "project", string(proj.ID), map[string]any{"name": proj.Name}); err != nil {
+			return BootstrapResult{}, err
+		}
 	}
 	res := BootstrapResult{OrganizationID: string(org.ID), ProjectID: string(proj.ID)}
 	for _, test := range []bool{false, true} {
@@ -214,8 +228,11 @@ func Bootstrap(ctx context.Context, st *store.Store) (BootstrapResult, error) {
 		if test {
 			name = "bootstrap test key"
 		}
-		_, secret, err := st.CreateKey(ctx, store.NewKey{OrgID: org.ID, Name: name, Test: test, Scopes: api.Scopes, AllProjects: true})
+		k, secret, err := st.CreateKey(ctx, store.NewKey{OrgID: org.ID, Name: name, Test: test, Scopes: api.Scopes, AllProjects: true})
 		if err != nil {
+			return BootstrapResult{}, err
+		}
+		if err := audit("", "api_key.created", "api_key", string(k.ID), map[string]any{"name": k.Name, "prefix": k.Prefix, "mode": k.Mode, "all_projects": true}); err != nil {
 			return BootstrapResult{}, err
 		}
 		if test {

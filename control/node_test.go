@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/store"
 )
 
 func testConfig(t *testing.T) *config.Config {
@@ -239,5 +241,22 @@ func TestFirstStartCredit(t *testing.T) {
 	}
 	if orgs[0].CreditMicros != 10_000_000 || !strings.Contains(out.String(), "credit        10.00 USD") {
 		t.Fatalf("starting credit %d; printed:\n%s", orgs[0].CreditMicros, out.String())
+	}
+	// The bootstrap is in the audit log, without the keys' secrets.
+	events, err := n.Store.ListAudit(context.Background(), store.AuditFilter{OrgID: orgs[0].ID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]int{}
+	for _, e := range events {
+		actions[e.Action]++
+		for _, secret := range regexp.MustCompile(`sk_(live|test)_[A-Za-z0-9]{20,}`).FindAllString(out.String(), -1) {
+			if strings.Contains(string(e.Data), secret) {
+				t.Fatalf("an audit event carries a key's secret: %s", e.Data)
+			}
+		}
+	}
+	if actions["organization.created"] != 1 || actions["project.created"] != 1 || actions["api_key.created"] != 2 {
+		t.Fatalf("bootstrap audit events %v", actions)
 	}
 }
