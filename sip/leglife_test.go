@@ -268,6 +268,11 @@ func runLifeScenario(t *testing.T, s *sip.Server, r *lifeRouter, sc lifeScenario
 		case <-time.After(time.Until(endedAt.Add(time.Second))):
 			fail("%v: the conversation was still open a second after the call ended (%s; %v)", sc, reason, u)
 		}
+		// The sink hears the end within the same second (it may be told just after Done).
+		for wait := time.Now().Add(time.Second); lc.sunk.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // and not twice
 		if n := lc.sunk.Load(); n != 1 {
 			fail("%v: the conversation's end reached its sink %d times", sc, n)
 		}

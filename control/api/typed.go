@@ -54,25 +54,13 @@ var timeType = reflect.TypeFor[time.Time]()
 
 // typed completes op from the types of its input and answer and sets its handler.
 func typed[In, Out any](op operation, h handlerFunc[In, Out]) *operation {
-	in, out := reflect.TypeFor[In](), reflect.TypeFor[Out]()
-	o := &op
-	bindings := inputBindings(o, in)
-	o.Response = registerSchema(out)
-	o.Handle = func(a *API, w http.ResponseWriter, r *http.Request) error {
-		ctx := r.Context()
-		c := callFrom(ctx)
-		v := new(In)
-		if err := bindings.bind(reflect.ValueOf(v).Elem(), c, r); err != nil {
-			return err
-		}
-		ctx = a.keepAnswer(ctx, c)
-		res, err := h(a, ctx, c, v)
+	return declare[In, Out](op, func(a *API, ctx context.Context, c *call, w http.ResponseWriter, r *http.Request, in *In) error {
+		res, err := h(a, ctx, c, in)
 		if err != nil {
 			return a.answerError(w, r, c, err)
 		}
 		return a.writeAnswer(ctx, w, c, res)
-	}
-	return o
+	})
 }
 
 // rawHandlerFunc answers on w itself (a stream, a file), after the same checks and binding.
@@ -81,10 +69,16 @@ type rawHandlerFunc[In any] func(a *API, ctx context.Context, c *call, w http.Re
 // typedRaw is typed for operations whose answer is written by the handler (server-sent events,
 // files); Out still describes the JSON answer in the document.
 func typedRaw[In, Out any](op operation, h rawHandlerFunc[In]) *operation {
-	in, out := reflect.TypeFor[In](), reflect.TypeFor[Out]()
+	return declare[In, Out](op, h)
+}
+
+// declare reads op's parameters and body from In and its answer from Out, and sets a handler
+// that fills an In from the checked request and passes it on to h, with the commit hook that
+// keeps an idempotent answer in place.
+func declare[In, Out any](op operation, h rawHandlerFunc[In]) *operation {
 	o := &op
-	bindings := inputBindings(o, in)
-	o.Response = registerSchema(out)
+	bindings := inputBindings(o, reflect.TypeFor[In]())
+	o.Response = registerSchema(reflect.TypeFor[Out]())
 	o.Handle = func(a *API, w http.ResponseWriter, r *http.Request) error {
 		ctx := r.Context()
 		c := callFrom(ctx)

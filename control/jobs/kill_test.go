@@ -124,9 +124,12 @@ func TestKillWorkerExactlyOnce(t *testing.T) {
 		return n
 	}
 	// Kill the victim once both workers are busy and about a third of the batch is done.
-	poll(t, 60*time.Second, "both workers to be under way", func() bool {
+	// It must hold leases when it dies (jobs mid-transaction), or nothing is left to claim again:
+	// wait for a moment when it holds several (each job spends 20 ms in its transaction).
+	poll(t, 60*time.Second, "both workers to be under way, the victim holding leases", func() bool {
 		return count(`SELECT count(*) FROM kill_effects WHERE worker = 'victim'`) >= 50 &&
-			count(`SELECT count(*) FROM kill_effects`) >= killJobs/3
+			count(`SELECT count(*) FROM kill_effects`) >= killJobs/3 &&
+			count(`SELECT count(*) FROM jobs WHERE state = 'running' AND lease_owner LIKE 'victim/%'`) >= 3
 	})
 	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
