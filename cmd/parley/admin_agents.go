@@ -6,9 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -24,6 +28,7 @@ func numbersCommand() *command {
 // agentsCommand is `parley admin agents`.
 func agentsCommand() *command {
 	return &command{name: "agents", short: "agents", subs: []*command{
+		{name: "create", short: "create an agent from a definition file (--project, --file, [--name], [--publish])", run: adminLeaf(agentsCreate)},
 		{name: "restore", short: "restore a deleted agent before it is purged (ID [--name])", run: adminLeaf(agentsRestore)},
 	}}
 }
@@ -189,4 +194,74 @@ func agentsRestore(fs *flag.FlagSet) func(a *adminCtx) error {
 		res := map[string]any{"id": ag.ID, "name": ag.Name, "status": ag.Status, "project_id": ag.ProjectID}
 		return a.print(res, func(w io.Writer) { fmt.Fprintf(w, "restored agent %s (%s) as %s\n", ag.ID, ag.Name, ag.Status) })
 	}
+}
+
+// agentsCreate makes an agent from a definition document (docs/agent-definition.md), through
+// the same domain function as POST /v1/agents, and publishes it when asked.
+func agentsCreate(fs *flag.FlagSet) func(a *adminCtx) error {
+	project := fs.String("project", "", "the project's id (required)")
+	file := fs.String("file", "", "the definition document, JSON (required; - reads standard input)")
+	name := fs.String("name", "", "the agent's name (default: the definition's, made unique in the project)")
+	publish := fs.Bool("publish", false, "publish it as version 1 at once")
+	return func(a *adminCtx) error {
+		if *project == "" || *file == "" {
+			return usageError{"give --project and --file"}
+		}
+		var raw []byte
+		var err error
+		if *file == "-" {
+			raw, err = io.ReadAll(os.Stdin)
+		} else {
+			raw, err = os.ReadFile(*file)
+		}
+		if err != nil {
+			return fmt.Errorf("read the definition: %w", err)
+		}
+		p, err := a.st.GetProject(a.ctx, store.ProjectID(*project))
+		if err != nil {
+			return fmt.Errorf("project %s: %w", *project, err)
+		}
+		org, err := a.st.GetOrg(a.ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		act := app.OperatorActor(org, operatorName)
+		svc := &agents.Service{Store: a.st}
+		in := agents.AgentCreate{ProjectID: string(p.ID), Definition: agents.DefinitionInput(raw)}
+		if *name != "" {
+			n := agents.Name(*name)
+			in.Name = &n
+		}
+		ag, err := svc.Create(a.ctx, act, in)
+		if err != nil {
+			return cliError(err)
+		}
+		status := ag.Status
+		if *publish {
+			if _, err := svc.Publish(a.ctx, act, ag.ID, agents.AgentPublishRequest{Note: "published by parley admin agents create"}); err != nil {
+				return cliError(err)
+			}
+			status = "published"
+		}
+		res := map[string]any{"id": ag.ID, "name": ag.Name, "project_id": ag.ProjectID, "kind": ag.Kind, "direction": ag.Direction, "status": status}
+		return a.print(res, func(w io.Writer) {
+			fmt.Fprintf(w, "created agent %s (%s) in project %s, %s\n", ag.ID, ag.Name, ag.ProjectID, status)
+		})
+	}
+}
+
+// cliError is a classified error as one line for the operator: its detail and, for a
+// definition that does not fit, each place.
+func cliError(err error) error {
+	var fe *fault.Error
+	if !errors.As(err, &fe) {
+		return err
+	}
+	msg := fe.Detail
+	for _, e := range fe.Errors {
+		if !strings.Contains(msg, e.Detail) {
+			msg += "; " + e.Pointer + ": " + e.Detail
+		}
+	}
+	return errors.New(msg + " (" + fe.Code + ")")
 }
