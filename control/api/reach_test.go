@@ -29,7 +29,8 @@ var reachObjects = map[string]reachObject{
 	"agent_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
 		return w.publishedAgent(t, w.p2.ID, "Reach "+randHex(3), "outbound", channels("phone", "chat", "voice"))
 	}},
-	"version": {make: func(*testing.T, *world, map[string]string) string { return "1" }},
+	"version":    {make: func(*testing.T, *world, map[string]string) string { return "1" }},
+	"project_id": {make: func(_ *testing.T, w *world, _ map[string]string) string { return string(w.p2.ID) }},
 	"phone_number_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
 		return string(w.number(t, w.p2.ID, ids["agent_id"], "+14155550177").ID)
 	}},
@@ -49,7 +50,7 @@ var reachObjects = map[string]reachObject{
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).
@@ -117,6 +118,64 @@ func testReachGenerated(t *testing.T, e engine) {
 			}
 			if na, nb := reachNorm(a, real.path), reachNorm(b, random.path); na != nb {
 				t.Errorf("%s with key %s: out of reach and missing differ:\n  %s\n  %s", op.ID, key, na, nb)
+			}
+		}
+		covered++
+	}
+	// Objects named in the query (filters) or the body (the agent a call or chat starts with,
+	// the project an agent is made in): an outsider's answer must not tell the object from a
+	// missing one.
+	for _, op := range operations() {
+		if pathParamRE.MatchString(op.Path) {
+			continue
+		}
+		var query, members []string
+		for _, p := range op.allParams() {
+			if _, ok := reachObjects[p.Name]; ok && p.In == "query" {
+				query = append(query, p.Name)
+			}
+		}
+		sample, _ := reachBody(t, op).(map[string]any)
+		for name := range sample {
+			if _, ok := reachObjects[name]; ok {
+				members = append(members, name)
+			}
+		}
+		if len(query)+len(members) == 0 {
+			continue
+		}
+		build := func(key string, id func(string) string) req {
+			q := reachRequest(op, key, nil, id)
+			if len(members) > 0 {
+				body := map[string]any{}
+				for k, v := range sample {
+					body[k] = v
+				}
+				for _, m := range members {
+					body[m] = id(m)
+				}
+				q.body = body
+			}
+			sep := "?"
+			for _, name := range query {
+				q.path += sep + name + "=" + id(name)
+				sep = "&"
+			}
+			return q
+		}
+		for _, key := range []string{"other-org", kNarrow} {
+			real := build(key, func(p string) string { return ids[p] })
+			random := build(key, func(string) string { return uuid.Must(uuid.NewV7()).String() })
+			a, b := w.do(t, real), w.do(t, random)
+			if a.Status == http.StatusOK && b.Status == http.StatusOK && len(query) > 0 && len(members) == 0 {
+				// A filter naming an unknown object lists nothing: the list must be empty.
+				if data, _ := a.JSON["data"].([]any); len(data) != 0 {
+					t.Errorf("%s with key %s lists %d items of another's object", op.ID, key, len(data))
+				}
+				continue
+			}
+			if a.Status != b.Status || a.Code() != b.Code() {
+				t.Errorf("%s with key %s: out of reach %s, missing %s", op.ID, key, a, b)
 			}
 		}
 		covered++
