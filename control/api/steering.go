@@ -6,32 +6,23 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 )
 
-type addConversationNoteIn struct {
-	ID   string                   `path:"conversation_id" format:"uuid" doc:"The conversation."`
-	Body conversations.NoteCreate `body:"required"`
+// steerIn is the input of a steering command: the conversation and the command's body.
+type steerIn[B any] struct {
+	ID   string `path:"conversation_id" format:"uuid" doc:"The conversation."`
+	Body B      `body:"required"`
 }
 
-func (a *API) addConversationNote(ctx context.Context, c *call, in *addConversationNoteIn) (*conversations.ConversationCommand, error) {
+func (a *API) addConversationNote(ctx context.Context, c *call, in *steerIn[conversations.NoteCreate]) (*conversations.ConversationCommand, error) {
 	v, err := a.Conversations.Note(ctx, c.actor(ctx), in.ID, in.Body)
 	return &v, err
 }
 
-type sayInConversationIn struct {
-	ID   string                  `path:"conversation_id" format:"uuid" doc:"The conversation."`
-	Body conversations.SayCreate `body:"required"`
-}
-
-func (a *API) sayInConversation(ctx context.Context, c *call, in *sayInConversationIn) (*conversations.ConversationCommand, error) {
+func (a *API) sayInConversation(ctx context.Context, c *call, in *steerIn[conversations.SayCreate]) (*conversations.ConversationCommand, error) {
 	v, err := a.Conversations.Say(ctx, c.actor(ctx), in.ID, in.Body)
 	return &v, err
 }
 
-type transferConversationIn struct {
-	ID   string                       `path:"conversation_id" format:"uuid" doc:"The conversation."`
-	Body conversations.TransferCreate `body:"required"`
-}
-
-func (a *API) transferConversation(ctx context.Context, c *call, in *transferConversationIn) (*conversations.ConversationCommand, error) {
+func (a *API) transferConversation(ctx context.Context, c *call, in *steerIn[conversations.TransferCreate]) (*conversations.ConversationCommand, error) {
 	v, err := a.Conversations.Transfer(ctx, c.actor(ctx), in.ID, in.Body)
 	return &v, err
 }
