@@ -260,7 +260,7 @@ func (n *Node) routes() http.Handler {
 		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log,
+	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log, Box: n.Box,
 		KeyRatePerMin: n.cfg.KeyRatePerMin, OrgRatePerMin: n.cfg.OrgRatePerMin, BaseURL: n.cfg.BaseURL}
 	n.conversationAPI(a)
 	n.api = a // the worker role uses it too
