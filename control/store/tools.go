@@ -351,3 +351,14 @@ func (q *Queries) ToolCalls(ctx context.Context, org OrgID, conv ConversationID)
 			return c, err
 		})
 }
+
+// MCPServersByID returns the server with id in any organization (the system's refresher), or ErrNotFound.
+func (q *Queries) MCPServersByID(ctx context.Context, id MCPServerID) (MCPServer, error) {
+	if !validID(id) {
+		return MCPServer{}, notFound("MCP server", id)
+	}
+	var m MCPServer
+	err := q.get(ctx, "get MCP server", `SELECT `+mcpCols+` FROM mcp_servers WHERE id = $1`, []any{string(id)},
+		func(r rowScanner) (err error) { m, err = scanMCP(r); return err })
+	return m, err
+}
