@@ -144,7 +144,9 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	keep(w.must(t, 201, post(kLive, toolBody("failing_thing", srv.URL+"/fail"))))
 
 	// MCP servers: discovered when saved; an unreachable one and a malformed one keep last_error.
-	mpost := func(body map[string]any) req { return req{method: "POST", path: "/v1/mcp-servers", key: kLive, body: body} }
+	mpost := func(body map[string]any) req {
+		return req{method: "POST", path: "/v1/mcp-servers", key: kLive, body: body}
+	}
 	m := keep(w.must(t, 201, mpost(map[string]any{"project_id": string(w.p1.ID), "name": "everything", "url": everything, "allowed_tools": []any{"echo", "get-sum"}})))
 	if m.JSON["last_error"] != nil || m.Str("protocol_version") == "" || len(m.JSON["tools"].([]any)) < 3 {
 		t.Fatalf("discovered: %s", m)
