@@ -83,7 +83,7 @@ func (m *MCP) connect(ctx context.Context, url string, timeout time.Duration, cr
 		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { go onChange() }
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "parley", Version: "1"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: onChange == nil}
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: 2, DisableStandaloneSSE: onChange == nil}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cs, err := client.Connect(cctx, tr, nil)
