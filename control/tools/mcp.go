@@ -169,11 +169,27 @@ func (m *MCP) session(ctx context.Context, srv store.MCPServer, spec apptools.Se
 		m.sessions = map[string]*mcpConn{}
 	}
 	c := m.sessions[key]
+	var stale []*mcpConn
 	if c == nil {
 		c = &mcpConn{}
 		m.sessions[key] = c
+		// The server was saved again since its sessions opened: they go.
+		for k, old := range m.sessions {
+			if k != key && strings.HasPrefix(k, string(srv.ID)+"@") {
+				delete(m.sessions, k)
+				stale = append(stale, old)
+			}
+		}
 	}
 	m.mu.Unlock()
+	for _, old := range stale {
+		go func() {
+			old.once.Do(func() {}) // wait for a connect in progress
+			if old.cs != nil {
+				old.cs.Close()
+			}
+		}()
+	}
 	c.once.Do(func() {
 		var onChange func()
 		if m.OnListChanged != nil {
