@@ -2,7 +2,6 @@ package tools
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 )
@@ -23,8 +22,8 @@ type Tool struct {
 	ResultMode  string          `json:"result_mode" doc:"llm: the result goes back to the LLM, which answers; speak: the result's text is spoken as it is." jsonschema:"enum=llm,enum=speak"`
 	TestSafe    bool            `json:"test_safe" doc:"Whether conversations of test keys call the real URL; otherwise they get mock_result."`
 	MockResult  json.RawMessage `json:"mock_result" doc:"What a test-key conversation gets instead of calling a tool that is not test_safe."`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+	CreatedAt   app.Time        `json:"created_at"`
+	UpdatedAt   app.Time        `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -97,22 +96,22 @@ func (ToolDeleted) SchemaExtras() map[string]any {
 
 // McpServer is the McpServer object of the interface.
 type McpServer struct {
-	Object          string     `json:"object" jsonschema:"enum=mcp_server"`
-	ID              string     `json:"id" jsonschema:"format=uuid"`
-	ProjectID       string     `json:"project_id" jsonschema:"format=uuid"`
-	Name            string     `json:"name" doc:"Unique in the project; references.tools may name the server (all its allowed tools), or server.tool."`
-	URL             string     `json:"url" doc:"The Streamable HTTP endpoint."`
-	SecretID        *string    `json:"secret_id" jsonschema:"format=uuid,nullable"`
-	TimeoutMS       int        `json:"timeout_ms"`
-	TTLMS           int        `json:"ttl_ms" doc:"How long the discovered tool list is kept before it is fetched again (also on notifications/tools/list_changed); never inside a turn."`
-	AllowedTools    []string   `json:"allowed_tools" doc:"The tools agents may call; null: every tool the server lists." jsonschema:"nullable"`
-	TestSafe        bool       `json:"test_safe" doc:"Whether test-key conversations call the server; otherwise they get {\"mock\": true}."`
-	Tools           []McpTool  `json:"tools" doc:"The tools discovered at the last refresh."`
-	ProtocolVersion *string    `json:"protocol_version" doc:"The MCP protocol version negotiated at the last refresh." jsonschema:"nullable"`
-	LastError       *string    `json:"last_error" doc:"Why the last refresh failed (unreachable, unknown protocol version, malformed JSON-RPC); null when it worked. Conversations go on without the server's tools." jsonschema:"nullable"`
-	RefreshedAt     *time.Time `json:"refreshed_at" jsonschema:"nullable"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
+	Object          string    `json:"object" jsonschema:"enum=mcp_server"`
+	ID              string    `json:"id" jsonschema:"format=uuid"`
+	ProjectID       string    `json:"project_id" jsonschema:"format=uuid"`
+	Name            string    `json:"name" doc:"Unique in the project; references.tools may name the server (all its allowed tools), or server.tool."`
+	URL             string    `json:"url" doc:"The Streamable HTTP endpoint."`
+	SecretID        *string   `json:"secret_id" jsonschema:"format=uuid,nullable"`
+	TimeoutMS       int       `json:"timeout_ms"`
+	TTLMS           int       `json:"ttl_ms" doc:"How long the discovered tool list is kept before it is fetched again (also on notifications/tools/list_changed); never inside a turn."`
+	AllowedTools    []string  `json:"allowed_tools" doc:"The tools agents may call; null: every tool the server lists." jsonschema:"nullable"`
+	TestSafe        bool      `json:"test_safe" doc:"Whether test-key conversations call the server; otherwise they get {\"mock\": true}."`
+	Tools           []McpTool `json:"tools" doc:"The tools discovered at the last refresh."`
+	ProtocolVersion *string   `json:"protocol_version" doc:"The MCP protocol version negotiated at the last refresh." jsonschema:"nullable"`
+	LastError       *string   `json:"last_error" doc:"Why the last refresh failed (unreachable, unknown protocol version, malformed JSON-RPC); null when it worked. Conversations go on without the server's tools." jsonschema:"nullable"`
+	RefreshedAt     *app.Time `json:"refreshed_at" jsonschema:"nullable"`
+	CreatedAt       app.Time  `json:"created_at"`
+	UpdatedAt       app.Time  `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.

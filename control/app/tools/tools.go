@@ -126,7 +126,7 @@ func ViewTool(t store.Tool) Tool {
 	sp, _ := ParseSpec(t)
 	v := Tool{Object: "tool", ID: string(t.ID), ProjectID: string(t.ProjectID), Name: t.Name, Description: sp.Description,
 		Parameters: sp.Parameters, Request: sp.Request, TimeoutMS: sp.TimeoutMS, ResultMode: sp.ResultMode, TestSafe: sp.TestSafe,
-		MockResult: sp.MockResult, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		MockResult: sp.MockResult, CreatedAt: app.T(t.CreatedAt), UpdatedAt: app.T(t.UpdatedAt)}
 	if t.SecretID != "" {
 		id := string(t.SecretID)
 		v.SecretID = &id
@@ -146,7 +146,7 @@ func ViewServer(m store.MCPServer) McpServer {
 	sp, ts, _ := ParseServerSpec(m)
 	v := McpServer{Object: "mcp_server", ID: string(m.ID), ProjectID: string(m.ProjectID), Name: m.Name, URL: sp.URL,
 		TimeoutMS: sp.TimeoutMS, TTLMS: sp.TTLMS, AllowedTools: sp.AllowedTools, TestSafe: sp.TestSafe, Tools: make([]McpTool, len(ts)),
-		RefreshedAt: m.RefreshedAt, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		RefreshedAt: app.TP(m.RefreshedAt), CreatedAt: app.T(m.CreatedAt), UpdatedAt: app.T(m.UpdatedAt)}
 	for i, t := range ts {
 		schema := t.InputSchema
 		if len(schema) == 0 {
