@@ -160,6 +160,10 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	if allowed != 2 {
 		t.Fatalf("allowed tools: %s", m)
 	}
+	speaker := keep(w.must(t, 201, mpost(map[string]any{"project_id": string(w.p1.ID), "name": "speaker", "url": everything, "allowed_tools": []any{"get-sum"}, "result_mode": "speak"})))
+	if speaker.Str("result_mode") != "speak" || speaker.JSON["last_error"] != nil {
+		t.Fatalf("speak-mode server: %s", speaker)
+	}
 	down := keep(w.must(t, 201, mpost(map[string]any{"project_id": string(w.p1.ID), "name": "down", "url": "http://127.0.0.1:1/mcp", "timeout_ms": 1000})))
 	if down.Str("last_error") == "" || len(down.JSON["tools"].([]any)) != 0 {
 		t.Fatalf("unreachable: %s", down)
@@ -194,7 +198,7 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 		t.Fatalf("get: %s", g)
 	}
 	keep(w.must(t, 200, req{method: "PATCH", path: "/v1/mcp-servers/" + down.Str("id"), key: kLive, body: map[string]any{"refresh": true, "ttl_ms": 60000}}))
-	if l := w.must(t, 200, req{method: "GET", path: "/v1/mcp-servers", key: kLive}); len(l.JSON["data"].([]any)) != 4 {
+	if l := w.must(t, 200, req{method: "GET", path: "/v1/mcp-servers", key: kLive}); len(l.JSON["data"].([]any)) != 5 {
 		t.Fatalf("servers: %s", l)
 	}
 	w.must(t, 200, req{method: "DELETE", path: "/v1/mcp-servers/" + bad.Str("id"), key: kLive})
@@ -219,7 +223,7 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	w.fails(t, 422, fault.CodeUnknownToolReference, req{method: "POST", path: "/v1/agents", key: kLive,
 		body: map[string]any{"project_id": string(w.p2.ID), "definition": def("lookup_order")}}) // another project's tool
 	agent := w.must(t, 201, req{method: "POST", path: "/v1/agents", key: kLive,
-		body: map[string]any{"project_id": string(w.p1.ID), "definition": def("lookup_order", "everything.echo", "slow_thing", "big_thing", "failing_thing")}}).Str("id")
+		body: map[string]any{"project_id": string(w.p1.ID), "definition": def("lookup_order", "everything.echo", "speaker.get-sum", "slow_thing", "big_thing", "failing_thing")}}).Str("id")
 	w.must(t, 201, req{method: "POST", path: "/v1/agents/" + agent + "/publish", key: kLive})
 	w.fails(t, 422, fault.CodeUnknownToolReference, req{method: "PUT", path: "/v1/agents/" + agent + "/definition", key: kLive,
 		body: map[string]any{"definition": def("lookup_order", "nope")}})
@@ -232,7 +236,6 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 		fakes.ScriptTurn{Text: "Your order A-77 has shipped."},
 		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "echo", Args: json.RawMessage(`{"message":"hello from parley"}`)}}},
 		fakes.ScriptTurn{Text: "The server echoed."},
-		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "slow_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "big_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "failing_thing", Args: json.RawMessage(`{"order_id":"1"}`)}}},
 	)
 	defer func() {
 		if t.Failed() {
@@ -256,14 +259,20 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	if !strings.Contains(string(reqs[len(reqs)-1].Raw), "hello from parley") {
 		t.Fatalf("the MCP result did not reach the LLM: %s", reqs[len(reqs)-1].Raw)
 	}
+	// A speak-mode MCP tool: the agent says the server's own words.
+	script.Add(fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "get-sum", Args: json.RawMessage(`{"a":2,"b":40}`)}}})
+	if r := say("What is two plus forty?"); !strings.Contains(r.Str("agent.text"), "42") {
+		t.Fatalf("spoken MCP result: %s", r)
+	}
 	// A hanging tool (timeout), a 10 MB answer and a 500, all bounded: the caller gets the apology.
+	script.Add(fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "slow_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "big_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "failing_thing", Args: json.RawMessage(`{"order_id":"1"}`)}}})
 	start := time.Now()
 	r := say("Do the three things")
 	if time.Since(start) > 5*time.Second || !strings.Contains(string(r.Body), "Sorry") {
 		t.Fatalf("failing tools: %s after %v", r, time.Since(start))
 	}
 	var toolLines []string
-	waitFor(t, 5*time.Second, "five tool lines", func() bool {
+	waitFor(t, 5*time.Second, "six tool lines", func() bool {
 		tr := keep(w.must(t, 200, req{method: "GET", path: "/v1/conversations/" + conv + "/transcript", key: kLive}))
 		toolLines = nil
 		for _, l := range tr.JSON["lines"].([]any) {
@@ -272,16 +281,16 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 				toolLines = append(toolLines, lm["text"].(string))
 			}
 		}
-		return len(toolLines) == 5
+		return len(toolLines) == 6
 	})
-	if len(toolLines) != 5 || !strings.Contains(toolLines[0], "shipped") || !strings.Contains(toolLines[1], "hello from parley") {
+	if len(toolLines) != 6 || !strings.Contains(toolLines[0], "shipped") || !strings.Contains(toolLines[1], "hello from parley") {
 		t.Fatalf("tool lines: %q", toolLines)
 	}
 	// Every call is recorded with its status, duration and size.
 	var calls []store.ToolCall
-	waitFor(t, 5*time.Second, "five call records", func() bool {
+	waitFor(t, 5*time.Second, "six call records", func() bool {
 		calls, _ = st.ToolCalls(ctx, w.org.ID, store.ConversationID(conv))
-		return len(calls) == 5
+		return len(calls) == 6
 	})
 	status := map[string]string{}
 	for _, c := range calls {
@@ -290,7 +299,7 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 			t.Fatalf("big: %+v", c)
 		}
 	}
-	if status["lookup_order"] != "ok" || status["echo"] != "ok" || status["slow_thing"] != "timeout" || status["big_thing"] != "error" || status["failing_thing"] != "error" {
+	if status["lookup_order"] != "ok" || status["echo"] != "ok" || status["get-sum"] != "ok" || status["slow_thing"] != "timeout" || status["big_thing"] != "error" || status["failing_thing"] != "error" {
 		t.Fatalf("statuses %v", status)
 	}
 

@@ -148,7 +148,8 @@ func (s *Source) Tools(ctx context.Context, c store.Conversation, names []string
 		srv, spec := m.Server, m.Spec
 		r.byName[name] = &entry{kind: "mcp", name: name, server: &srv, serverSpec: spec, mcpTool: m.Tool.Name, secret: m.Server.SecretID,
 			timeout: timeout, testSafe: spec.TestSafe, mock: apptools.DefaultMock}
-		specs = append(specs, session.ToolSpec{Name: name, Description: m.Tool.Description, Parameters: m.Tool.InputSchema, Timeout: timeout})
+		specs = append(specs, session.ToolSpec{Name: name, Description: m.Tool.Description, Parameters: m.Tool.InputSchema, Timeout: timeout,
+			SpeakResult: spec.ResultMode == "speak"})
 	}
 	if len(specs) == 0 {
 		return nil, nil, nil

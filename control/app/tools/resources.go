@@ -106,6 +106,7 @@ type McpServer struct {
 	TTLMS           int       `json:"ttl_ms" doc:"How long the discovered tool list is kept before it is fetched again (also on notifications/tools/list_changed); never inside a turn."`
 	AllowedTools    []string  `json:"allowed_tools" doc:"The tools agents may call; null: every tool the server lists." jsonschema:"nullable"`
 	TestSafe        bool      `json:"test_safe" doc:"Whether test-key conversations call the server; otherwise they get {\"mock\": true}."`
+	ResultMode      string    `json:"result_mode" doc:"llm: its tools' results go back to the LLM; speak: their text is spoken as it is." jsonschema:"enum=llm,enum=speak"`
 	Tools           []McpTool `json:"tools" doc:"The tools discovered at the last refresh."`
 	ProtocolVersion *string   `json:"protocol_version" doc:"The MCP protocol version negotiated at the last refresh." jsonschema:"nullable"`
 	LastError       *string   `json:"last_error" doc:"Why the last refresh failed (unreachable, unknown protocol version, malformed JSON-RPC); null when it worked. Conversations go on without the server's tools." jsonschema:"nullable"`
@@ -137,6 +138,7 @@ type McpServerCreate struct {
 	TTLMS        *int     `json:"ttl_ms,omitempty" doc:"60000 to 604800000; 3600000 when left out." jsonschema:"minimum=60000,maximum=604800000"`
 	AllowedTools []string `json:"allowed_tools,omitempty" jsonschema:"nullable,maxItems=128"`
 	TestSafe     *bool    `json:"test_safe,omitempty"`
+	ResultMode   *string  `json:"result_mode,omitempty" doc:"llm when left out." jsonschema:"enum=llm,enum=speak"`
 }
 
 // SchemaDoc describes the body in the document.
@@ -153,6 +155,7 @@ type McpServerUpdate struct {
 	TTLMS        *int                `json:"ttl_ms,omitempty" jsonschema:"minimum=60000,maximum=604800000"`
 	AllowedTools app.Patch[[]string] `json:"allowed_tools,omitzero" jsonschema:"nullable"`
 	TestSafe     *bool               `json:"test_safe,omitempty"`
+	ResultMode   *string             `json:"result_mode,omitempty" jsonschema:"enum=llm,enum=speak"`
 	Refresh      bool                `json:"refresh,omitempty" doc:"Fetch the tool list again even if nothing else changed."`
 }
 

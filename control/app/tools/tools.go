@@ -57,6 +57,7 @@ type ServerSpec struct {
 	TTLMS        int      `json:"ttl_ms"`
 	AllowedTools []string `json:"allowed_tools"` // nil: all
 	TestSafe     bool     `json:"test_safe"`
+	ResultMode   string   `json:"result_mode,omitempty"` // llm (""), or speak
 }
 
 // Allows reports whether the server's allow-list lets agents call tool.
@@ -145,7 +146,7 @@ func ViewTool(t store.Tool) Tool {
 func ViewServer(m store.MCPServer) McpServer {
 	sp, ts, _ := ParseServerSpec(m)
 	v := McpServer{Object: "mcp_server", ID: string(m.ID), ProjectID: string(m.ProjectID), Name: m.Name, URL: sp.URL,
-		TimeoutMS: sp.TimeoutMS, TTLMS: sp.TTLMS, AllowedTools: sp.AllowedTools, TestSafe: sp.TestSafe, Tools: make([]McpTool, len(ts)),
+		TimeoutMS: sp.TimeoutMS, TTLMS: sp.TTLMS, AllowedTools: sp.AllowedTools, TestSafe: sp.TestSafe, ResultMode: sp.ResultMode, Tools: make([]McpTool, len(ts)),
 		RefreshedAt: app.TP(m.RefreshedAt), CreatedAt: app.T(m.CreatedAt), UpdatedAt: app.T(m.UpdatedAt)}
 	for i, t := range ts {
 		schema := t.InputSchema
@@ -153,6 +154,9 @@ func ViewServer(m store.MCPServer) McpServer {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
 		v.Tools[i] = McpTool{Name: t.Name, Description: t.Description, InputSchema: schema, Allowed: sp.Allows(t.Name)}
+	}
+	if v.ResultMode == "" {
+		v.ResultMode = "llm"
 	}
 	if m.SecretID != "" {
 		id := string(m.SecretID)
@@ -579,6 +583,9 @@ func (s *Service) checkServer(ctx context.Context, sp *ServerSpec) error {
 	if sp.TTLMS == 0 {
 		sp.TTLMS = int(DefaultTTL / time.Millisecond)
 	}
+	if sp.ResultMode == "" {
+		sp.ResultMode = "llm"
+	}
 	if strings.Contains(sp.URL, "{{") {
 		return bad(fault.CodeToolURLNotAllowed, "/url", "An MCP server's URL is not a template.")
 	}
@@ -602,6 +609,9 @@ func (s *Service) CreateServer(ctx context.Context, act app.Actor, c McpServerCr
 	}
 	if c.TestSafe != nil {
 		sp.TestSafe = *c.TestSafe
+	}
+	if c.ResultMode != nil {
+		sp.ResultMode = *c.ResultMode
 	}
 	if _, err := app.Project(ctx, s.Store.Queries, act, c.ProjectID); err != nil {
 		return McpServer{}, err
@@ -685,6 +695,9 @@ func (s *Service) UpdateServer(ctx context.Context, act app.Actor, id string, u 
 	}
 	if u.TestSafe != nil {
 		sp.TestSafe = *u.TestSafe
+	}
+	if u.ResultMode != nil {
+		sp.ResultMode = *u.ResultMode
 	}
 	if err := s.checkServer(ctx, &sp); err != nil {
 		return McpServer{}, err
