@@ -190,7 +190,7 @@ type RTPEndpoint struct {
 	rtcpDecMu  sync.Mutex
 	srtpFailed atomic.Uint64
 	srtpWarned atomic.Bool
-	cbPkt    RTPPacket // what onPacket receives, owned by the read loop
+	cbPkt      RTPPacket // what onPacket receives, owned by the read loop
 
 	// Destinations. Written by SetRemote and the read loops, read by the writers.
 	remote           atomic.Pointer[netip.AddrPort]
