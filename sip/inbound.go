@@ -165,19 +165,26 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		n      Negotiated
 		sdpOut *SessionDescription
 	)
+	pol := policyFor(trunk, tp) // issue 21: SRTP
 	if offer != nil {
-		n, sdpOut, err = answerOffer(offer, s.o.Codecs, med.local, origin)
+		n, sdpOut, err = answerOfferSRTP(offer, s.o.Codecs, med.local, origin, pol, nil)
 		if err != nil {
 			med.close()
 			r := RefuseNoCodec()
 			r.Cause = err
+			if isSRTPError(err) {
+				r = refuseSRTP(err)
+			}
 			fail(r, session.EndFailed)
 			return
 		}
-	} else {
-		sdpOut = buildOffer(s.o.Codecs, med.local, origin, SendRecv)
+	} else if sdpOut, err = buildOfferSRTP(s.o.Codecs, med.local, origin, SendRecv, pol, nil); err != nil {
+		med.close()
+		fail(refuseSRTP(err), session.EndFailed)
+		return
 	}
 	l := s.newLeg(false, med, log)
+	l.sec = pol
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),
@@ -285,7 +292,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		// Late offer: the answer is in the ACK (RFC 3261 §13.2.1).
 		answer, err := ParseSDP(ack.Body())
 		if err == nil {
-			n, err = takeAnswer(answer, s.o.Codecs)
+			n, err = takeAnswerSRTP(answer, s.o.Codecs, sdpOut, pol)
 		}
 		if err != nil {
 			log.Info("sip: late-offer ACK without a usable answer", "err", err)

@@ -50,6 +50,8 @@ type leg struct {
 	onMedia   func(l *leg, n Negotiated) // a re-INVITE or UPDATE changed the media (hold)
 	// pendingAuth is the credentials header of our next INVITE after a 401/407.
 	pendingAuth sip.Header
+	// sec is the leg's SRTP policy (issue 21), set when the leg is made.
+	sec srtpPolicy
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -218,6 +220,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 		sd.Origin.SessionVersion++
 		l.localSD = sd
 	}
+	offerSD := l.localSD
 	body := l.localSD.Marshal()
 	req := l.s.newRequest(&l.d, sip.INVITE, 0)
 	seq := req.CSeq().SeqNo
@@ -252,7 +255,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 			case res.IsSuccess():
 				l.sendAck(seq, nil)
 				if sd, err := ParseSDP(res.Body()); err == nil {
-					if n, err := takeAnswer(sd, l.s.o.Codecs); err == nil {
+					if n, err := takeAnswerSRTP(sd, l.s.o.Codecs, offerSD, l.sec); err == nil {
 						l.mu.Lock()
 						n.Local = l.localSD.Media[0].Direction
 						l.neg, l.haveNeg = n, true
@@ -410,9 +413,9 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		n, answer, err = answerOffer(offer, l.s.preferCurrent(l), l.med.local, origin)
+		n, answer, err = answerOfferSRTP(offer, l.s.preferCurrent(l), l.med.local, origin, l.sec, l.keys())
 		if err != nil {
-			l.s.refuse(tx, req, &Refusal{Status: 488, Reason: "no common codec", Warning: 305, Cause: err})
+			l.s.refuse(tx, req, refusalFor(err))
 			return
 		}
 	} else {
@@ -422,7 +425,11 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		answer = buildOffer(codecs, l.med.local, origin, SendRecv)
+		var err error
+		if answer, err = buildOfferSRTP(codecs, l.med.local, origin, SendRecv, l.sec, l.keys()); err != nil {
+			l.s.refuse(tx, req, refuseSRTP(err))
+			return
+		}
 	}
 	hdrs := append([]sip.Header{
 		l.s.contact(l.d.transport, l.d.advertise),
@@ -457,7 +464,7 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 			l.log.Info("sip: late-offer re-INVITE ACK carried no usable answer", "err", err)
 			return
 		}
-		n, err := takeAnswer(sd, l.s.o.Codecs)
+		n, err := takeAnswerSRTP(sd, l.s.o.Codecs, answer, l.sec)
 		if err != nil {
 			l.log.Info("sip: late-offer re-INVITE answer unusable", "err", err)
 			return
@@ -489,9 +496,9 @@ func (l *leg) handleUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		n, answer, err := answerOffer(offer, l.s.preferCurrent(l), l.med.local, origin)
+		n, answer, err := answerOfferSRTP(offer, l.s.preferCurrent(l), l.med.local, origin, l.sec, l.keys())
 		if err != nil {
-			l.s.refuse(tx, req, &Refusal{Status: 488, Reason: "no common codec", Warning: 305, Cause: err})
+			l.s.refuse(tx, req, refusalFor(err))
 			return
 		}
 		l.mu.Lock()

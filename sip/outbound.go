@@ -225,7 +225,12 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 	}
 	origin := Origin{Username: "parley", SessionID: sdpSessionID(), Address: adv.String()}
 	origin.SessionVersion = origin.SessionID
-	offer := buildOffer(s.o.Codecs, med.local, origin, SendRecv)
+	pol := policyFor(sp.trunk, sp.transport) // issue 21: SRTP
+	offer, err := buildOfferSRTP(s.o.Codecs, med.local, origin, SendRecv, pol, nil)
+	if err != nil {
+		med.close()
+		return nil, &DialError{Outcome: OutcomeFailed, Reason: "SRTP needs TLS signalling", Cause: err}
+	}
 	fromHost := adv.String()
 	if sp.trunk.FromDomain != "" {
 		fromHost = sp.trunk.FromDomain
@@ -244,6 +249,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		fromURI = sip.Uri{Scheme: "sip", User: fromUser, Host: fromHost}
 	}
 	l := s.newLeg(true, med, log)
+	l.sec = pol
 	toURI := sip.Uri{Scheme: sp.target.Scheme, User: sp.target.User, Host: sp.target.Host, Port: sp.target.Port}
 	l.d = dialog{
 		callID: newUUID(), localTag: newTag(), local: fromURI, remote: toURI, localName: sp.fromName,
@@ -463,7 +469,7 @@ func (s *Server) earlyMedia(l *leg, res *sip.Response) {
 	if err != nil {
 		return
 	}
-	n, err := takeAnswer(sd, s.o.Codecs)
+	n, err := takeAnswerSRTP(sd, s.o.Codecs, l.offerSD(), l.sec)
 	if err != nil {
 		return
 	}
@@ -504,8 +510,12 @@ func (s *Server) acceptAnswer(l *leg, req *sip.Request, res *sip.Response) error
 		l.end(session.EndFailed, true, "no usable SDP answer")
 		return &DialError{Outcome: OutcomeFailed, Status: res.StatusCode, Reason: "bad SDP answer", Cause: err}
 	}
-	n, err := takeAnswer(sd, s.o.Codecs)
+	n, err := takeAnswerSRTP(sd, s.o.Codecs, l.offerSD(), l.sec)
 	if err != nil {
+		if isSRTPError(err) {
+			l.end(session.EndFailed, true, "SRTP negotiation failed")
+			return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "SRTP negotiation failed", Cause: err}
+		}
 		l.end(session.EndFailed, true, "no common codec")
 		return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "no common codec", Cause: err}
 	}

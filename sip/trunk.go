@@ -52,6 +52,13 @@ type Trunk struct {
 	// FromDomain, when set, is the host part of the From URI of outbound calls (some carriers
 	// identify the account by it); empty uses Parley's advertised address.
 	FromDomain string
+
+	// issue 21: encrypted trunks (see srtp.go, tls.go).
+	// SRTP is the media-encryption mode: disabled (empty), allowed or required.
+	SRTP SRTPMode
+	// SRTPOverClear lets SDES keys travel over UDP or TCP signalling (they are then no secret
+	// from anyone on the path); without it SRTP needs a TLS trunk.
+	SRTPOverClear bool
 }
 
 // Allows reports whether src may send INVITEs for this trunk.
