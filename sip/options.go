@@ -2,6 +2,7 @@ package sip
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -34,6 +35,9 @@ type Options struct {
 	TLSAddr                 string
 	TLSCertFile, TLSKeyFile string
 	TLSConfig               *tls.Config
+	// TLSRootCAs are the roots outbound TLS trusts beside each trunk's CA; nil is the system
+	// pool (issue 21).
+	TLSRootCAs *x509.CertPool
 	// PublicIP is the address advertised in Via, Contact and SDP (PARLEY_PUBLIC_IP). Zero
 	// advertises the local address the peer is reached from.
 	PublicIP netip.Addr

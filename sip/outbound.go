@@ -300,6 +300,9 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 				reason = "cancelled"
 			case failUnreachable:
 				reason = "no response"
+				if isTLSVerifyError(err) { // issue 21
+					reason = "TLS handshake failed"
+				}
 			}
 			return nil, &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
 		case err != nil:
@@ -338,7 +341,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 // (ringing, early media), the ring timeout and cancellation (CANCEL, RFC 3261 §9.1). On a 2xx
 // it confirms the dialog and sends the ACK.
 func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dialSpec, log *slog.Logger) (*sip.Response, dialFailure, error) {
-	tx, err := s.cli.TransactionRequest(s.ctx, req, noBuild)
+	tx, err := s.cli.TransactionRequest(s.withTrunkTLS(s.ctx, sp.trunk), req, noBuild)
 	if err != nil {
 		return nil, failUnreachable, err
 	}

@@ -38,6 +38,7 @@ type Server struct {
 	cli   *sipgo.Client
 	alloc *media.PortAllocator
 	auth  *digestAuth
+	trust tlsTrust // issue 21: per-trunk roots for outbound TLS
 
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
@@ -81,6 +82,7 @@ func New(o Options) (*Server, error) {
 		idle:  make(chan struct{}), stopped: make(chan struct{}),
 	}
 	close(s.idle)
+	s.trust.system = o.TLSRootCAs
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.auth, err = newDigestAuth(); err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func New(o Options) (*Server, error) {
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(o.UserAgent),
 		sipgo.WithUserAgentHostname(s.advertise(netip.Addr{}).String()),
-		sipgo.WithUserAgenTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}),
+		sipgo.WithUserAgenTLSConfig(s.dialTLSConfig()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog)),
 		sipgo.WithUserAgentTransactionLayerOptions(
 			sip.WithTransactionLayerLogger(sipLog),

@@ -187,12 +187,21 @@ func answerOfferSRTP(offer *SessionDescription, codecs []codec.Info, local netip
 	filtered := *offer
 	filtered.Media = append([]MediaDescription(nil), offer.Media...)
 	var refused error
+	bestEffort := map[int]bool{}
 	for i := range filtered.Media {
 		m := &filtered.Media[i]
 		if m.Type != "audio" || m.Port == 0 {
 			continue
 		}
 		secure := isSecureProto(m.Proto)
+		if !secure && len(m.Crypto) > 0 && pol.enabled() && pol.secure {
+			// Best-effort SRTP: RTP/AVP with a=crypto (baresip's mediaenc=srtp, some SBCs).
+			// Taken encrypted when a line is usable, else as plain RTP.
+			if _, err := pickCrypto(m); err == nil {
+				bestEffort[i] = true
+				continue
+			}
+		}
 		switch {
 		case secure && !pol.enabled():
 			refused = ErrSRTPDisabled
@@ -220,7 +229,7 @@ func answerOfferSRTP(offer *SessionDescription, codecs []codec.Info, local netip
 	}
 	for i := range ans.Media {
 		am := &ans.Media[i]
-		if am.Port == 0 || !isSecureProto(am.Proto) {
+		if am.Port == 0 || !isSecureProto(am.Proto) && !bestEffort[i] {
 			continue
 		}
 		ca, _ := pickCrypto(&filtered.Media[i])

@@ -52,11 +52,18 @@ func TestSRTPAnswerPolicy(t *testing.T) {
 		{SRTPRequired, true, "RTP/AVP", ErrSRTPRequired, false},
 		{SRTPRequired, true, "RTP/SAVP", nil, true},
 		{SRTPRequired, false, "RTP/SAVP", ErrSRTPClearSignalling, false},
+		{SRTPAllowed, true, "RTP/AVP+crypto", nil, true},
+		{SRTPRequired, true, "RTP/AVP+crypto", nil, true},
+		{SRTPAllowed, false, "RTP/AVP+crypto", nil, false},
+		{SRTPDisabled, true, "RTP/AVP+crypto", nil, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/secure=%v/%s", c.mode, c.secure, c.proto), func(t *testing.T) {
 			var offer *SessionDescription
 			if c.proto == "RTP/SAVP" {
+				offer = savpOffer(t, c.proto, crypto80)
+			} else if c.proto == "RTP/AVP+crypto" {
+				c.proto = "RTP/AVP"
 				offer = savpOffer(t, c.proto, crypto80)
 			} else {
 				offer = savpOffer(t, c.proto)
@@ -80,6 +87,9 @@ func TestSRTPAnswerPolicy(t *testing.T) {
 			m := ans.Media[0]
 			if m.Proto != c.proto {
 				t.Fatalf("answer proto %s", m.Proto)
+			}
+			if !c.wantSec && len(m.Crypto) != 0 {
+				t.Fatalf("plain answer carries a=crypto")
 			}
 			if c.wantSec {
 				if len(m.Crypto) != 1 || !strings.HasPrefix(m.Crypto[0], "1 AES_CM_128_HMAC_SHA1_80 inline:") {

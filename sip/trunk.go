@@ -59,6 +59,8 @@ type Trunk struct {
 	// SRTPOverClear lets SDES keys travel over UDP or TCP signalling (they are then no secret
 	// from anyone on the path); without it SRTP needs a TLS trunk.
 	SRTPOverClear bool
+	// TLS is the trunk's TLS material: extra CA, client certificate for mutual TLS.
+	TLS TrunkTLS
 }
 
 // Allows reports whether src may send INVITEs for this trunk.
@@ -81,6 +83,12 @@ func (t *Trunk) Validate() error {
 		return err
 	}
 	if _, err := ParseTransport(string(t.Transport)); err != nil {
+		return err
+	}
+	if _, err := ParseSRTPMode(string(t.SRTP)); err != nil { // issue 21
+		return err
+	}
+	if err := t.TLS.validate(); err != nil {
 		return err
 	}
 	return nil
