@@ -27,6 +27,8 @@ type baresip struct {
 	cfg    string       // the configuration with %d for the SIP port and the RTP range
 	answer bool
 	codec  string
+	// acctExtra is appended to the account line (";mediaenc=srtp-mand", issue 21).
+	acctExtra string
 }
 
 // newBaresip writes a configuration for codec ("pcmu/8000/1", "g722/8000/1",
@@ -75,6 +77,7 @@ func (b *baresip) reconfigure(t testing.TB) {
 	if b.answer {
 		acct += ";answermode=auto"
 	}
+	acct += b.acctExtra
 	writeFile(t, b.dir, "accounts", acct+"\n")
 }
 

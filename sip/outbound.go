@@ -264,6 +264,13 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		return nil, &DialError{Outcome: OutcomeFailed, Cause: err}
 	}
 	cleanup := func() { l.end(session.EndFailed, false, "") }
+	if sp.transport == TLS { // issue 21: the trunk's own verified connection
+		if err := s.ensureTLS(ctx, sp.trunk, l.d.dest); err != nil {
+			cleanup()
+			o, detail := outcomeOf(0, failUnreachable)
+			return nil, &DialError{Outcome: o, Detail: detail, Reason: "TLS handshake failed", Cause: err}
+		}
+	}
 	seExpires := s.o.SessionExpires
 	authTries := 0
 	for attempt := 0; attempt < 5; attempt++ {
@@ -341,7 +348,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 // (ringing, early media), the ring timeout and cancellation (CANCEL, RFC 3261 §9.1). On a 2xx
 // it confirms the dialog and sends the ACK.
 func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dialSpec, log *slog.Logger) (*sip.Response, dialFailure, error) {
-	tx, err := s.cli.TransactionRequest(s.withTrunkTLS(s.ctx, sp.trunk), req, noBuild)
+	tx, err := s.cli.TransactionRequest(s.ctx, req, noBuild)
 	if err != nil {
 		return nil, failUnreachable, err
 	}

@@ -38,7 +38,8 @@ type Server struct {
 	cli   *sipgo.Client
 	alloc *media.PortAllocator
 	auth  *digestAuth
-	trust tlsTrust // issue 21: per-trunk roots for outbound TLS
+	// dialed hands the trunks' TLS connections to sipgo (issue 21, tls.go).
+	dialed *dialedTLS
 
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
@@ -82,7 +83,6 @@ func New(o Options) (*Server, error) {
 		idle:  make(chan struct{}), stopped: make(chan struct{}),
 	}
 	close(s.idle)
-	s.trust.system = o.TLSRootCAs
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.auth, err = newDigestAuth(); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func New(o Options) (*Server, error) {
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(o.UserAgent),
 		sipgo.WithUserAgentHostname(s.advertise(netip.Addr{}).String()),
-		sipgo.WithUserAgenTLSConfig(s.dialTLSConfig()),
+		sipgo.WithUserAgenTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog)),
 		sipgo.WithUserAgentTransactionLayerOptions(
 			sip.WithTransactionLayerLogger(sipLog),
@@ -194,11 +194,17 @@ func (s *Server) listen() error {
 		}
 		s.tlsLn = ln
 		s.portTLS = ln.Addr().(*net.TCPAddr).Port
+		s.dialed = newDialedTLS(ln.Addr())
+	} else {
+		s.dialed = newDialedTLS(tcp.Addr())
 	}
 	return nil
 }
 
 func (s *Server) closeListeners() {
+	if s.dialed != nil {
+		s.dialed.Close()
+	}
 	for _, c := range []io.Closer{s.udpConn, s.tcpLn, s.tlsLn} {
 		if c != nil && !isNilCloser(c) {
 			c.Close()
@@ -260,6 +266,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.tlsLn != nil {
 		s.serve(func() error { return s.srv.ServeTLS(s.tlsLn) }, "tls")
 	}
+	s.serve(func() error { return s.srv.ServeTLS(s.dialed) }, "tls-out") // issue 21
 	attrs := []any{"udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String()}
 	if s.tlsLn != nil { // no TLS: no tls attribute (it printed "invalid AddrPort")
 		attrs = append(attrs, "tls", s.Addr(TLS).String())

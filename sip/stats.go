@@ -31,6 +31,10 @@ type CallStats struct {
 	SendErrors uint64
 	// Latched is the address RTP is sent to after symmetric-RTP latching ("" before).
 	Latched string
+	// SRTP is the SRTP suite protecting the media ("" for plain RTP) and SRTPFailed the packets
+	// refused by its authentication or replay check (issue 21).
+	SRTP       string
+	SRTPFailed uint64
 }
 
 // stats gathers a leg's statistics.
@@ -46,6 +50,12 @@ func (l *leg) stats() CallStats {
 	if ep.Latched.IsValid() {
 		st.Latched = ep.Latched.String()
 	}
+	st.SRTPFailed = ep.SRTPFailed
+	l.med.txMu.Lock()
+	if l.med.keys != nil {
+		st.SRTP = string(l.med.keys.profile)
+	}
+	l.med.txMu.Unlock()
 	return st
 }
 

@@ -2,11 +2,12 @@ package sip
 
 // issue 21: outbound SIP over TLS with server verification and optional mutual TLS per trunk.
 //
-// sipgo dials every TLS connection with one tls.Config (the user agent's). Parley's does the
-// verification itself (VerifyConnection): the peer's chain must verify against the system pool
-// plus the CAs of the trunks that dial that host, for the name the trunk's URI gives (a DNS
-// name or an IP address SAN). The client certificate of mutual TLS comes from the dial's
-// context: Dial puts the trunk's there, and GetClientCertificate reads it.
+// Parley dials a trunk's TLS connection itself (ensureTLS), verified against the system pool
+// plus the trunk's CA for the name the trunk's URI gives (a DNS name or an IP address SAN),
+// presenting the trunk's client certificate when it has one, and hands the connection to sipgo
+// (dialedTLS), which sends the call's requests over it. Connections sipgo would open on its
+// own (a Contact elsewhere) use its default configuration: the system pool, full
+// verification.
 
 import (
 	"context"
@@ -14,8 +15,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"time"
 )
 
 // TrunkTLS is a trunk's TLS material, PEM-encoded.
@@ -49,96 +52,103 @@ func (t TrunkTLS) validate() error {
 	return nil
 }
 
-// tlsTrust is the server's registry of per-host roots.
-type tlsTrust struct {
-	mu     sync.Mutex
-	system *x509.CertPool // nil: the system pool
-	extra  map[string]*x509.CertPool
+// dialedTLS hands the TLS connections Parley dials itself to sipgo, as a listener whose Accept
+// returns them: sipgo then reads them and sends the requests to their address over them.
+// sipgo would dial with the user agent's one configuration; this way each trunk's connection
+// is made with its own roots, server name and client certificate.
+type dialedTLS struct {
+	ch     chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	addr   net.Addr
 }
 
-// add trusts the CAs in pem for host (a trunk's URI host).
-func (t *tlsTrust) add(host, pem string) {
-	if pem == "" {
-		return
-	}
-	host = strings.ToLower(strings.Trim(host, "[]"))
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.extra == nil {
-		t.extra = map[string]*x509.CertPool{}
-	}
-	p := t.extra[host]
-	if p == nil {
-		p = x509.NewCertPool()
-		t.extra[host] = p
-	}
-	p.AppendCertsFromPEM([]byte(pem))
+func newDialedTLS(addr net.Addr) *dialedTLS {
+	return &dialedTLS{ch: make(chan net.Conn), closed: make(chan struct{}), addr: addr}
 }
 
-// verify checks the peer's chain for cs.ServerName against the system pool, then the host's
-// extra roots.
-func (t *tlsTrust) verify(cs tls.ConnectionState) error {
-	if len(cs.PeerCertificates) == 0 {
-		return fmt.Errorf("%w: no certificate", ErrTLSVerify)
+func (d *dialedTLS) Accept() (net.Conn, error) {
+	select {
+	case c := <-d.ch:
+		return c, nil
+	case <-d.closed:
+		return nil, net.ErrClosed
 	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
+}
+
+func (d *dialedTLS) Close() error { d.once.Do(func() { close(d.closed) }); return nil }
+func (d *dialedTLS) Addr() net.Addr { return d.addr }
+
+// trunkTLSConfig is the client configuration of a connection to trunk t: the system pool (or
+// Options.TLSRootCAs) plus the trunk's CA, the server name from the trunk's URI host, and the
+// trunk's client certificate.
+func (s *Server) trunkTLSConfig(t Trunk, host string) (*tls.Config, error) {
+	roots := s.o.TLSRootCAs
+	if roots == nil {
+		var err error
+		if roots, err = x509.SystemCertPool(); err != nil || roots == nil {
+			roots = x509.NewCertPool()
+		}
+	} else {
+		roots = roots.Clone()
 	}
-	name := strings.Trim(cs.ServerName, "[]")
-	opts := x509.VerifyOptions{DNSName: name, Intermediates: inter, Roots: t.system}
-	_, err := cs.PeerCertificates[0].Verify(opts)
-	if err == nil {
-		return nil
+	if t.TLS.CAPEM != "" && !roots.AppendCertsFromPEM([]byte(t.TLS.CAPEM)) {
+		return nil, fmt.Errorf("sip: trunk %s: CA is not PEM certificates", t.Name)
 	}
-	t.mu.Lock()
-	extra := t.extra[strings.ToLower(name)]
-	t.mu.Unlock()
-	if extra != nil {
-		opts.Roots = extra
-		if _, err2 := cs.PeerCertificates[0].Verify(opts); err2 == nil {
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, ServerName: strings.Trim(host, "[]")}
+	if t.TLS.ClientCertPEM != "" {
+		cert, err := tls.X509KeyPair([]byte(t.TLS.ClientCertPEM), []byte(t.TLS.ClientKeyPEM))
+		if err != nil {
+			return nil, fmt.Errorf("sip: trunk %s: client certificate: %v", t.Name, err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return conf, nil
+}
+
+// ensureTLS makes sure a verified TLS connection to dest (host:port of trunk t) is in sipgo's
+// pool before a request goes there: it dials one with the trunk's configuration when none is
+// open. A certificate that does not verify fails here, with ErrTLSVerify, before any request.
+func (s *Server) ensureTLS(ctx context.Context, t Trunk, dest string) error {
+	host, port, err := net.SplitHostPort(dest)
+	if err != nil {
+		return fmt.Errorf("sip: TLS destination %q: %v", dest, err)
+	}
+	pool := s.ua.TransportLayer().Pool("tls")
+	if ip := resolveHost(ctx, host); ip.IsValid() {
+		if pool.Get(net.JoinHostPort(ip.String(), port)) != nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w for %s: %v", ErrTLSVerify, name, err)
-}
-
-type clientCertKey struct{}
-
-// withTrunkTLS returns ctx carrying the trunk's client certificate (when it has one) and
-// registers its CA for its host.
-func (s *Server) withTrunkTLS(ctx context.Context, t Trunk) context.Context {
-	if t.TLS.CAPEM != "" {
-		if u, err := t.ParseURI(); err == nil {
-			s.trust.add(u.Host, t.TLS.CAPEM)
+	conf, err := s.trunkTLSConfig(t, host)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: conf}
+	c, err := d.DialContext(dctx, "tcp", dest)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrTLSVerify, dest, err)
+	}
+	key := c.RemoteAddr().String()
+	select {
+	case s.dialed.ch <- c:
+	case <-dctx.Done():
+		c.Close()
+		return fmt.Errorf("sip: TLS connection to %s not taken: %w", dest, dctx.Err())
+	case <-s.dialed.closed:
+		c.Close()
+		return ErrClosed
+	}
+	for pool.Get(key) == nil { // sipgo adds it to its pool at once; wait for that
+		select {
+		case <-dctx.Done():
+			return fmt.Errorf("sip: TLS connection to %s not pooled: %w", dest, dctx.Err())
+		case <-time.After(time.Millisecond):
 		}
 	}
-	if t.TLS.ClientCertPEM == "" {
-		return ctx
-	}
-	cert, err := tls.X509KeyPair([]byte(t.TLS.ClientCertPEM), []byte(t.TLS.ClientKeyPEM))
-	if err != nil {
-		s.log.Warn("sip: trunk client certificate unusable", "trunk", t.Name, "err", err)
-		return ctx
-	}
-	return context.WithValue(ctx, clientCertKey{}, &cert)
-}
-
-// dialTLSConfig is the user agent's TLS client configuration.
-func (s *Server) dialTLSConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		// The standard verification is replaced, not skipped: VerifyConnection runs it with the
-		// trunk's roots added.
-		InsecureSkipVerify: true, //nolint:gosec
-		VerifyConnection:   s.trust.verify,
-		GetClientCertificate: func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			if c, ok := cri.Context().Value(clientCertKey{}).(*tls.Certificate); ok {
-				return c, nil
-			}
-			return &tls.Certificate{}, nil // none: the server decides
-		},
-	}
+	return nil
 }
 
 // isTLSVerifyError reports whether err comes from a failed TLS handshake or verification.
