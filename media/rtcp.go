@@ -199,6 +199,10 @@ func rtcpSender(pkts []rtcp.Packet) (uint32, bool) {
 // the source we receive is ignored and counted; before any RTP arrives every sender is accepted.
 func (e *RTPEndpoint) handleRTCP(buf []byte, from netip.AddrPort) {
 	if s := e.srtp.Load(); s != nil { // issue 21: SRTCP
+		if len(buf) < minSRTCP {
+			e.malformed.Add(1) // too short to be SRTCP at all: not a failed check
+			return
+		}
 		e.rtcpDecMu.Lock()
 		dec, err := s.unprotectRTCP(e.rtcpDec[:0], buf)
 		if err != nil {

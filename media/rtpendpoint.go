@@ -610,6 +610,10 @@ func (e *RTPEndpoint) readRTPLoop() {
 
 func (e *RTPEndpoint) handleRTP(buf []byte, from netip.AddrPort) {
 	if s := e.srtp.Load(); s != nil {
+		if len(buf) < minSRTP {
+			e.malformed.Add(1)
+			return
+		}
 		dec, err := s.unprotectRTP(e.rxDec[:0], buf, &e.rxPkt.Header)
 		if err != nil {
 			e.srtpFail("srtp", err)

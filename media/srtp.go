@@ -58,6 +58,14 @@ var ErrSRTP = errors.New("media: SRTP")
 // srtpOverhead is the most SRTP adds to a packet: the 16-byte GCM tag, or a 10-byte HMAC tag.
 const srtpOverhead = 16
 
+// The shortest packets that can be SRTP (an RTP header and the shortest tag, 4 bytes of
+// HMAC-SHA1-32) and SRTCP (RTCP header and sender SSRC, the SRTCP index, a 10-byte tag):
+// anything shorter is malformed, not a failed authentication.
+const (
+	minSRTP  = 12 + 4
+	minSRTCP = 8 + 4 + 10
+)
+
 // SRTP holds the four SRTP contexts of one stream: send and receive, RTP and RTCP (each pion
 // context is used by one goroutine at a time: RTP send under the endpoint's txMu, RTCP send
 // under rtcpMu, RTP receive on the RTP read loop, RTCP receive on either read loop behind
