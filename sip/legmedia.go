@@ -64,9 +64,10 @@ type legMedia struct {
 	ackRemote  netip.AddrPort
 	ackRemoteC netip.AddrPort
 
-	txMu sync.Mutex
-	tx   txState
-	keys *sdesKeys // the SRTP keys in use (issue 21), guarded by txMu
+	txMu   sync.Mutex
+	tx     txState
+	keys   *sdesKeys // the SRTP keys in use (issue 21), guarded by txMu
+	rekeys uint64    // times they changed after the start, guarded by txMu
 
 	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
 	// that arrive in order, run's clock conceals and fills.

@@ -11,6 +11,7 @@ package sip
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -111,7 +112,9 @@ func (k *sdesKeys) same(o *sdesKeys) bool {
 }
 
 // contexts builds the packet protection of these keys.
-func (k *sdesKeys) contexts() (*media.SRTP, error) { return media.NewSRTP(k.profile, k.local, k.remote) }
+func (k *sdesKeys) contexts() (*media.SRTP, error) {
+	return media.NewSRTP(k.profile, k.local, k.remote)
+}
 
 // cryptoAttr is one parsed a=crypto line.
 type cryptoAttr struct {
@@ -383,6 +386,32 @@ func (m *legMedia) rekey(keys *sdesKeys) {
 	m.ep.SetSRTP(sec)
 	m.txMu.Lock()
 	m.keys = keys
+	m.rekeys++
 	m.txMu.Unlock()
 	m.log.Info("sip: SRTP keys changed", "suite", keys.String())
+}
+
+// Rekey sends a re-INVITE offering new SRTP keys for every suite (RFC 4568 §7.1.4): once the
+// peer answers, both directions use the new keys. A long call re-keys this way, as RFC 3711
+// §9.2 asks before 2^48 packets. It fails with ErrNotEstablished before the answer and
+// ErrSRTPRequired on a plain-RTP call.
+func (c *Call) Rekey(ctx context.Context) error {
+	l := c.primary.Load()
+	if l == nil {
+		return ErrNotEstablished
+	}
+	if l.keys() == nil {
+		return fmt.Errorf("%w: the call's media is plain RTP", ErrSRTPRequired)
+	}
+	l.mu.Lock()
+	dir := SendRecv
+	if l.localSD != nil && len(l.localSD.Media) > 0 && l.localSD.Media[0].Direction != "" {
+		dir = l.localSD.Media[0].Direction
+	}
+	l.mu.Unlock()
+	sd, err := buildOfferSRTP(l.s.preferCurrent(l), l.med.local, Origin{}, dir, srtpPolicy{mode: SRTPRequired, secure: l.sec.secure}, nil)
+	if err != nil {
+		return err
+	}
+	return l.sendReinvite(ctx, sd)
 }

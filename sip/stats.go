@@ -35,6 +35,7 @@ type CallStats struct {
 	// refused by its authentication or replay check (issue 21).
 	SRTP       string
 	SRTPFailed uint64
+	SRTPRekeys uint64 // times the keys changed during the call (re-INVITE)
 }
 
 // stats gathers a leg's statistics.
@@ -55,6 +56,7 @@ func (l *leg) stats() CallStats {
 	if l.med.keys != nil {
 		st.SRTP = string(l.med.keys.profile)
 	}
+	st.SRTPRekeys = l.med.rekeys
 	l.med.txMu.Unlock()
 	return st
 }

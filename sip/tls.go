@@ -76,7 +76,7 @@ func (d *dialedTLS) Accept() (net.Conn, error) {
 	}
 }
 
-func (d *dialedTLS) Close() error { d.once.Do(func() { close(d.closed) }); return nil }
+func (d *dialedTLS) Close() error   { d.once.Do(func() { close(d.closed) }); return nil }
 func (d *dialedTLS) Addr() net.Addr { return d.addr }
 
 // trunkTLSConfig is the client configuration of a connection to trunk t: the system pool (or
