@@ -177,8 +177,14 @@ func toSIPTrunk(t store.Trunk, box *secrets.Box) (sip.Trunk, error) {
 		}
 		prefixes = append(prefixes, p)
 	}
+	key, err := t.TLSClientKey(box) // issue 21
+	if err != nil {
+		return sip.Trunk{}, err
+	}
 	return sip.Trunk{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: tr, Username: t.Username, Password: pw,
-		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain}, nil
+		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain,
+		SRTP: sip.SRTPMode(t.SRTP), SRTPOverClear: t.SRTPOverClear,
+		TLS: sip.TrunkTLS{CAPEM: t.TLSCA, ClientCertPEM: t.TLSClientCert, ClientKeyPEM: key}}, nil
 }
 
 // MatchSource implements sip.TrunkSource.

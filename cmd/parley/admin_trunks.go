@@ -18,7 +18,7 @@ import (
 // nothing prints it back.
 func trunksCommand() *command {
 	return &command{name: "trunks", short: "SIP trunks", subs: []*command{
-		{name: "add", short: "add a trunk (--name, --uri sip:host:port, --transport, --username, --password|--password-env, --allow CIDR…, --inbound-auth)", run: adminLeaf(trunksAdd)},
+		{name: "add", short: "add a trunk (--name, --uri sip:host:port, --transport, --username, --password|--password-env, --allow CIDR…, --inbound-auth, --srtp, --tls-ca, --tls-client-cert/--tls-client-key)", run: adminLeaf(trunksAdd)},
 		{name: "list", short: "list the trunks", run: adminLeaf(trunksList)},
 		{name: "remove", short: "remove a trunk by name or id", run: adminLeaf(trunksRemove)},
 	}}
@@ -26,16 +26,21 @@ func trunksCommand() *command {
 
 // trunkJSON is the admin view of a trunk: never the password, only whether one is set.
 type trunkJSON struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	URI            string    `json:"uri"`
-	Transport      string    `json:"transport"`
-	Username       string    `json:"username"`
-	PasswordSet    bool      `json:"password_set"`
-	AllowedSources []string  `json:"allowed_sources"`
-	InboundAuth    bool      `json:"inbound_auth"`
-	FromDomain     string    `json:"from_domain,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	URI            string   `json:"uri"`
+	Transport      string   `json:"transport"`
+	Username       string   `json:"username"`
+	PasswordSet    bool     `json:"password_set"`
+	AllowedSources []string `json:"allowed_sources"`
+	InboundAuth    bool     `json:"inbound_auth"`
+	FromDomain     string   `json:"from_domain,omitempty"`
+	// issue 21: encryption (the client key is never shown, only whether one is set).
+	SRTP          string    `json:"srtp"`
+	SRTPOverClear bool      `json:"srtp_over_clear,omitempty"`
+	TLSCA         bool      `json:"tls_ca_set"`
+	ClientCert    bool      `json:"tls_client_cert_set"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 func toTrunkJSON(t store.Trunk) trunkJSON {
@@ -45,6 +50,7 @@ func toTrunkJSON(t store.Trunk) trunkJSON {
 	}
 	return trunkJSON{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: t.Transport, Username: t.Username,
 		PasswordSet: t.HasPassword(), AllowedSources: src, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain,
+		SRTP: t.SRTP, SRTPOverClear: t.SRTPOverClear, TLSCA: t.TLSCA != "", ClientCert: t.HasClientCert(),
 		CreatedAt: t.CreatedAt.UTC()}
 }
 
@@ -69,6 +75,7 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 	fs.Var(&allow, "allow", "address or CIDR allowed to send inbound calls (repeatable, or comma-separated)")
 	inboundAuth := fs.Bool("inbound-auth", false, "challenge the trunk's inbound INVITEs with digest authentication")
 	fromDomain := fs.String("from-domain", "", "host part of the From of outbound calls (default: Parley's address)")
+	sec := trunkSecurityFlags(fs) // issue 21
 	return func(a *adminCtx) error {
 		if strings.TrimSpace(*name) == "" || strings.TrimSpace(*uri) == "" {
 			return usageError{"--name and --uri are required"}
@@ -92,8 +99,12 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 				}
 			}
 		}
+		ns, err := sec.read()
+		if err != nil {
+			return err
+		}
 		var box *secrets.Box
-		if pw != "" {
+		if pw != "" || ns.TLSClientKey != "" {
 			b, err := a.masterBox()
 			if err != nil {
 				return err
@@ -101,7 +112,7 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 			box = b
 		}
 		t, err := a.st.CreateTrunk(a.ctx, box, store.NewTrunk{Name: *name, URI: *uri, Transport: *transport, Username: *username,
-			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain})
+			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain, NewTrunkSecurity: ns})
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return fmt.Errorf("a trunk named %q already exists", *name)
@@ -131,7 +142,7 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 			out = append(out, toTrunkJSON(t))
 		}
 		return a.print(out, func(w io.Writer) {
-			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tID")
+			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tSRTP\tID")
 			for _, t := range out {
 				pw := "-"
 				if t.PasswordSet {
@@ -145,7 +156,7 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 				if user == "" {
 					user = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.ID)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.SRTP, t.ID)
 			}
 		})
 	}

@@ -30,6 +30,7 @@ type Trunk struct {
 	AllowedSources []string
 	InboundAuth    bool
 	FromDomain     string // host of the From URI of outbound calls; "" means Parley's address
+	TrunkSecurity         // issue 21: SRTP and TLS (trunks_security.go)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -63,20 +64,22 @@ type NewTrunk struct {
 	Username  string
 	Password  string // sealed with the box given to CreateTrunk
 	// AllowedSources are addresses or CIDRs ("203.0.113.7", "198.51.100.0/24").
-	AllowedSources []string
-	InboundAuth    bool
-	FromDomain     string
+	AllowedSources   []string
+	InboundAuth      bool
+	FromDomain       string
+	NewTrunkSecurity // issue 21
 }
 
 // maxTrunkSources bounds the allowed sources of one trunk.
 const maxTrunkSources = 256
 
-const trunkCols = `id, name, uri, transport, username, password_sealed, allowed_sources, inbound_auth, from_domain, created_at, updated_at`
+const trunkCols = `id, name, uri, transport, username, password_sealed, allowed_sources, inbound_auth, from_domain, created_at, updated_at, ` + trunkSecurityCols
 
 func scanTrunk(r rowScanner) (Trunk, error) {
 	var t Trunk
 	err := r.Scan(&t.ID, &t.Name, &t.URI, &t.Transport, &t.Username, nullTextCol[string]{&t.PasswordSealed},
-		jsonCol{&t.AllowedSources}, &t.InboundAuth, &t.FromDomain, timeCol{&t.CreatedAt}, timeCol{&t.UpdatedAt})
+		jsonCol{&t.AllowedSources}, &t.InboundAuth, &t.FromDomain, timeCol{&t.CreatedAt}, timeCol{&t.UpdatedAt},
+		&t.SRTP, &t.SRTPOverClear, &t.TLSCA, &t.TLSClientCert, nullTextCol[string]{&t.TLSClientKeySealed})
 	return t, err
 }
 
@@ -135,6 +138,9 @@ func checkTrunk(nt NewTrunk) (string, []string, error) {
 	if len(nt.Password) > 1024 {
 		return "", nil, fmt.Errorf("store: %w: trunk password too long", ErrInvalid)
 	}
+	if err := checkTrunkSecurity(tp, &nt.NewTrunkSecurity); err != nil {
+		return "", nil, err
+	}
 	return tp, sources, nil
 }
 
@@ -148,6 +154,9 @@ func (q *Queries) CreateTrunk(ctx context.Context, box *secrets.Box, nt NewTrunk
 	now := q.s.timeNow()
 	t := Trunk{ID: newID[TrunkID](), Name: nt.Name, URI: strings.TrimSpace(nt.URI), Transport: tp, Username: nt.Username,
 		AllowedSources: sources, InboundAuth: nt.InboundAuth, FromDomain: nt.FromDomain, CreatedAt: now, UpdatedAt: now}
+	if err := t.sealSecurity(box, nt.NewTrunkSecurity); err != nil {
+		return Trunk{}, err
+	}
 	if nt.Password != "" {
 		if box == nil {
 			return Trunk{}, fmt.Errorf("store: %w: a trunk password needs the master key", ErrInvalid)
@@ -161,8 +170,9 @@ func (q *Queries) CreateTrunk(ctx context.Context, box *secrets.Box, nt NewTrunk
 		return Trunk{}, err
 	}
 	_, err = q.exec(ctx, "create trunk",
-		`INSERT INTO sip_trunks (`+trunkCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		string(t.ID), t.Name, t.URI, t.Transport, t.Username, nullText(t.PasswordSealed), src, t.InboundAuth, t.FromDomain, ts(now), ts(now))
+		`INSERT INTO sip_trunks (`+trunkCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		string(t.ID), t.Name, t.URI, t.Transport, t.Username, nullText(t.PasswordSealed), src, t.InboundAuth, t.FromDomain, ts(now), ts(now),
+		t.SRTP, t.SRTPOverClear, t.TLSCA, t.TLSClientCert, nullText(t.TLSClientKeySealed))
 	if err != nil {
 		return Trunk{}, err
 	}

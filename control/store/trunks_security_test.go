@@ -1,0 +1,102 @@
+package store_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+)
+
+// TestTrunkSecurity runs the trunks' SRTP and TLS settings against both engines (issue 21).
+func TestTrunkSecurity(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testTrunkSecurity(t, openSQLite(t))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testTrunkSecurity(t, postgresOpener(t)(t))
+	})
+}
+
+func selfSigned(t *testing.T) (certPEM, keyPEM string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pbx"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
+}
+
+func testTrunkSecurity(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	box := testBox(t)
+	cert, key := selfSigned(t)
+	tr, err := s.CreateTrunk(ctx, box, store.NewTrunk{Name: "secure", URI: "sips:pbx.example.com", Transport: "tls",
+		NewTrunkSecurity: store.NewTrunkSecurity{SRTP: "Required", TLSCA: cert, TLSClientCert: cert, TLSClientKey: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetTrunk(ctx, tr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SRTP != "required" || got.TLSCA != cert || got.TLSClientCert != cert || !got.HasClientCert() || got.SRTPOverClear {
+		t.Fatalf("trunk %+v", got.TrunkSecurity)
+	}
+	if strings.Contains(got.TLSClientKeySealed, "PRIVATE KEY") {
+		t.Fatal("the client key is stored in clear")
+	}
+	if k, err := got.TLSClientKey(box); err != nil || k != key {
+		t.Fatalf("client key does not open: %v", err)
+	}
+	// A plain trunk defaults to disabled and has no client key.
+	plain, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "plain", URI: "sip:10.0.0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.SRTP != "disabled" || plain.HasClientCert() {
+		t.Fatalf("plain %+v", plain.TrunkSecurity)
+	}
+	over, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "over", URI: "sip:10.0.0.6",
+		NewTrunkSecurity: store.NewTrunkSecurity{SRTP: "required", SRTPOverClear: true}})
+	if err != nil || !over.SRTPOverClear {
+		t.Fatalf("srtp over clear: %v", err)
+	}
+	for name, bad := range map[string]store.NewTrunk{
+		"unknown mode":      {Name: "b1", URI: "sip:x", NewTrunkSecurity: store.NewTrunkSecurity{SRTP: "maybe"}},
+		"required over udp": {Name: "b2", URI: "sip:x", NewTrunkSecurity: store.NewTrunkSecurity{SRTP: "required"}},
+		"CA not PEM":        {Name: "b3", URI: "sip:x", Transport: "tls", NewTrunkSecurity: store.NewTrunkSecurity{TLSCA: "junk"}},
+		"cert without key":  {Name: "b4", URI: "sip:x", Transport: "tls", NewTrunkSecurity: store.NewTrunkSecurity{TLSClientCert: cert}},
+		"mismatched key":    {Name: "b5", URI: "sip:x", Transport: "tls", NewTrunkSecurity: store.NewTrunkSecurity{TLSClientCert: cert, TLSClientKey: func() string { _, k := selfSigned(t); return k }()}},
+	} {
+		_, err := s.CreateTrunk(ctx, box, bad)
+		if !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Errorf("%s: the error quotes the key", name)
+		}
+	}
+	if _, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "nobox", URI: "sip:x", Transport: "tls",
+		NewTrunkSecurity: store.NewTrunkSecurity{TLSClientCert: cert, TLSClientKey: key}}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("client key without a master key: %v", err)
+	}
+}
