@@ -221,7 +221,23 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 
 	contactHdr := s.contact(tp, adv)
-	if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
+	if wants100rel(req) { // issue 21: a reliable 183 with the answer, acknowledged by PRACK
+		var early []byte
+		if offer != nil {
+			early = sdpOut.Marshal()
+		}
+		if err := s.ringReliably(ctx, tx, req, l, tag, contactHdr, early); err != nil {
+			switch {
+			case errors.Is(err, errNoPrack):
+				log.Info("sip: no PRACK; refusing the call", "err", err)
+				s.refuse(tx, req, &Refusal{Status: 500, Reason: "no PRACK", Cause: err})
+				cleanup(session.EndFailed)
+			default:
+				cleanup(session.EndCallerHungUp)
+			}
+			return
+		}
+	} else if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
 		cleanup(session.EndCallerHungUp)
 		return
 	}

@@ -52,6 +52,8 @@ type leg struct {
 	pendingAuth sip.Header
 	// sec is the leg's SRTP policy (issue 21), set when the leg is made.
 	sec srtpPolicy
+	// rel is the UAS side of 100rel (issue 21, prack.go); nil until a reliable 1xx is sent.
+	rel *reliable
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -341,6 +343,8 @@ func (l *leg) handle(req *sip.Request, tx sip.ServerTransaction) {
 		l.handleReinvite(req, tx)
 	case sip.UPDATE:
 		l.handleUpdate(req, tx)
+	case sip.PRACK: // issue 21
+		l.handlePrack(req, tx)
 	case sip.INFO:
 		l.handleInfo(req, tx)
 	case sip.NOTIFY:

@@ -62,6 +62,9 @@ type Options struct {
 	// before the call is given up (RFC 3261 §13.3.1.4); zero means 64×T1 (32 s). Tests
 	// shorten it.
 	AckTimeout time.Duration
+	// PrackTimeout is how long a reliable provisional response is retransmitted while waiting
+	// for its PRACK before the INVITE is refused 500 (RFC 3262 §3); 0 means 64×T1 (issue 21).
+	PrackTimeout time.Duration
 	// TransferAllow lists the non-public networks transfers may go to (a PBX on the LAN):
 	// a transfer to a SIP URI whose host is (or resolves to) a loopback, private, link-local,
 	// unspecified or multicast address outside these is refused with ErrDestinationNotAllowed

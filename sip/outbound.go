@@ -361,6 +361,7 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 		ringing    bool
 		gotResp    bool
 		cancelWait <-chan time.Time
+		rel        uacPrack // issue 21: 100rel
 	)
 	sendCancel := func(why dialFailure) {
 		if cancelSent {
@@ -384,6 +385,9 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 			if res.IsProvisional() {
 				if cancelled != failNone && !cancelSent {
 					sendCancel(cancelled)
+				}
+				if res.StatusCode > 100 && requires100rel(res) && cancelled == failNone {
+					s.prack(l, req, res, &rel)
 				}
 				if res.StatusCode >= 180 && !ringing {
 					ringing = true
