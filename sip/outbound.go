@@ -41,6 +41,9 @@ type DialRequest struct {
 	Transfer TransferOptions
 	// Tap receives every frame of the call in both directions (see Plan.Tap).
 	Tap func(fromCaller bool, f *media.Frame)
+	// CheckRedirect, when set, must allow each 3xx Contact target before it is dialled (the
+	// control plane's dial allow-list), beside the transfer allow-list (issue 21).
+	CheckRedirect func(ctx context.Context, target string) error
 }
 
 // Dial places an outbound call: INVITE with an SDP offer of the configured codecs through the
@@ -72,12 +75,20 @@ func (s *Server) Dial(ctx context.Context, r DialRequest) (*Call, error) {
 	l, err := s.placeCall(ctx, c, dialSpec{
 		target: target, transport: tp, from: r.From, fromName: r.FromName, trunk: r.Trunk,
 		ringTimeout: r.RingTimeout, headers: r.Headers, onRinging: func() { c.emit(Event{Kind: EventRinging}) },
+		checkRedirect: r.CheckRedirect,
+		onRedirect: func(step Redirect) { // issue 21
+			c.mu.Lock()
+			c.redirects = append(c.redirects, step)
+			c.mu.Unlock()
+			c.emit(Event{Kind: EventRedirect, Redirect: step})
+		},
 	})
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
 			c.mu.Lock()
 			c.outcome = de.Outcome
+			de.Redirects = append([]Redirect(nil), c.redirects...)
 			c.mu.Unlock()
 			c.emitFailed(de)
 		}
@@ -198,6 +209,9 @@ type dialSpec struct {
 	ringTimeout time.Duration
 	headers     map[string]string
 	onRinging   func()
+	// issue 21: redirects
+	checkRedirect func(ctx context.Context, target string) error
+	onRedirect    func(Redirect)
 }
 
 // resolveHost returns an IP address of host (for choosing our advertised address).
@@ -273,7 +287,8 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 	}
 	seExpires := s.o.SessionExpires
 	authTries := 0
-	for attempt := 0; attempt < 5; attempt++ {
+	redir := &redirector{s: s, check: sp.checkRedirect, tried: map[string]bool{}, onEvent: sp.onRedirect}
+	for attempt := 0; attempt < 5+maxRedirects; attempt++ {
 		l.mu.Lock()
 		req := s.newRequest(&l.d, sip.INVITE, 0)
 		seq := req.CSeq().SeqNo
@@ -333,6 +348,21 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		case res.StatusCode == 422:
 			if m := parseMinSE(res); m > seExpires {
 				seExpires = m
+				continue
+			}
+		case res.StatusCode >= 300 && res.StatusCode < 400: // issue 21: follow the redirect
+			redir.take(res, sp.target)
+		}
+		if res.StatusCode >= 300 && len(redir.queue) > 0 {
+			if next, ok := redir.next(ctx); ok {
+				log.Info("sip: INVITE redirected", "status", res.StatusCode, "to", next.String())
+				l.retarget(next, &sp)
+				if sp.transport == TLS {
+					if err := s.ensureTLS(ctx, sp.trunk, l.d.dest); err != nil {
+						cleanup()
+						return nil, &DialError{Outcome: OutcomeFailed, Reason: "TLS handshake failed", Cause: err}
+					}
+				}
 				continue
 			}
 		}
