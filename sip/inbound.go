@@ -54,6 +54,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
 	if err != nil {
+		if t, ok := s.registeredTrunk(src.Addr()); ok { // issue 21: through a registered binding
+			trunk, err = t, nil
+		}
+	}
+	if err != nil {
 		r := RefuseSource()
 		r.Cause = err
 		s.refuse(tx, req, r)

@@ -65,6 +65,12 @@ type Options struct {
 	// PrackTimeout is how long a reliable provisional response is retransmitted while waiting
 	// for its PRACK before the INVITE is refused 500 (RFC 3262 §3); 0 means 64×T1 (issue 21).
 	PrackTimeout time.Duration
+	// OnRegistration receives every registration state change (issue 21); it must not block
+	// for long. RegisterBackoffMax caps the retry backoff (0: 1 min). InstanceID is this node's
+	// +sip.instance UUID (empty: one made at start).
+	OnRegistration     func(RegistrationStatus)
+	RegisterBackoffMax time.Duration
+	InstanceID         string
 	// TransferAllow lists the non-public networks transfers may go to (a PBX on the LAN):
 	// a transfer to a SIP URI whose host is (or resolves to) a loopback, private, link-local,
 	// unspecified or multicast address outside these is refused with ErrDestinationNotAllowed

@@ -40,6 +40,10 @@ type Server struct {
 	auth  *digestAuth
 	// dialed hands the trunks' TLS connections to sipgo (issue 21, tls.go).
 	dialed *dialedTLS
+	// regs are the registrations by trunk name, instance this node's +sip.instance (issue 21,
+	// register.go); guarded by mu.
+	regs     map[string]*registration
+	instance string
 
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
@@ -355,6 +359,7 @@ func (s *Server) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.endAll(session.EndShutdown, "node shutting down")
+		s.unregisterAll() // issue 21: remove the bindings while the transports are up
 		// Give the BYEs a moment to be answered before the transports go away.
 		bgDone := make(chan struct{})
 		s.wg.Add(1)

@@ -61,6 +61,8 @@ type Trunk struct {
 	SRTPOverClear bool
 	// TLS is the trunk's TLS material: extra CA, client certificate for mutual TLS.
 	TLS TrunkTLS
+	// Registration, when set, makes Parley register to the trunk (register.go).
+	Registration *Registration
 }
 
 // Allows reports whether src may send INVITEs for this trunk.
