@@ -36,11 +36,14 @@ type trunkJSON struct {
 	InboundAuth    bool     `json:"inbound_auth"`
 	FromDomain     string   `json:"from_domain,omitempty"`
 	// issue 21: encryption (the client key is never shown, only whether one is set).
-	SRTP          string    `json:"srtp"`
-	SRTPOverClear bool      `json:"srtp_over_clear,omitempty"`
-	TLSCA         bool      `json:"tls_ca_set"`
-	ClientCert    bool      `json:"tls_client_cert_set"`
-	CreatedAt     time.Time `json:"created_at"`
+	SRTP          string `json:"srtp"`
+	SRTPOverClear bool   `json:"srtp_over_clear,omitempty"`
+	TLSCA         bool   `json:"tls_ca_set"`
+	ClientCert    bool   `json:"tls_client_cert_set"`
+	// issue 21: registration settings and each node's state.
+	Registration *registrationJSON `json:"registration,omitempty"`
+	RegStates    []regStateJSON    `json:"registration_states,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
 }
 
 func toTrunkJSON(t store.Trunk) trunkJSON {
@@ -51,7 +54,8 @@ func toTrunkJSON(t store.Trunk) trunkJSON {
 	return trunkJSON{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: t.Transport, Username: t.Username,
 		PasswordSet: t.HasPassword(), AllowedSources: src, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain,
 		SRTP: t.SRTP, SRTPOverClear: t.SRTPOverClear, TLSCA: t.TLSCA != "", ClientCert: t.HasClientCert(),
-		CreatedAt: t.CreatedAt.UTC()}
+		Registration: toRegistrationJSON(t),
+		CreatedAt:    t.CreatedAt.UTC()}
 }
 
 // masterBox opens the master key the server uses (configured, or the key file of the data
@@ -76,6 +80,7 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 	inboundAuth := fs.Bool("inbound-auth", false, "challenge the trunk's inbound INVITEs with digest authentication")
 	fromDomain := fs.String("from-domain", "", "host part of the From of outbound calls (default: Parley's address)")
 	sec := trunkSecurityFlags(fs) // issue 21
+	reg := trunkRegistrationFlags(fs)
 	return func(a *adminCtx) error {
 		if strings.TrimSpace(*name) == "" || strings.TrimSpace(*uri) == "" {
 			return usageError{"--name and --uri are required"}
@@ -112,7 +117,7 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 			box = b
 		}
 		t, err := a.st.CreateTrunk(a.ctx, box, store.NewTrunk{Name: *name, URI: *uri, Transport: *transport, Username: *username,
-			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain, NewTrunkSecurity: ns})
+			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain, NewTrunkSecurity: ns, TrunkRegistration: reg.read()})
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return fmt.Errorf("a trunk named %q already exists", *name)
@@ -137,12 +142,18 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 		if err != nil {
 			return err
 		}
+		states, err := a.st.ListRegistrationStates(a.ctx) // issue 21
+		if err != nil {
+			return err
+		}
 		out := make([]trunkJSON, 0, len(ts))
 		for _, t := range ts {
-			out = append(out, toTrunkJSON(t))
+			j := toTrunkJSON(t)
+			j.RegStates = regStatesOf(t.ID, states)
+			out = append(out, j)
 		}
 		return a.print(out, func(w io.Writer) {
-			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tSRTP\tID")
+			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tSRTP\tREGISTRATION\tID")
 			for _, t := range out {
 				pw := "-"
 				if t.PasswordSet {
@@ -156,7 +167,7 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 				if user == "" {
 					user = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.SRTP, t.ID)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.SRTP, regSummary(t), t.ID)
 			}
 		})
 	}

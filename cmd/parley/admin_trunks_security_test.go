@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/parley-voice/parley/control/store"
 )
 
 // TestAdminTrunksEncrypted: `trunks add` with SRTP and TLS material (issue 21): the settings
@@ -56,5 +58,33 @@ func TestAdminTrunksEncrypted(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, env, "admin", "trunks", "add", "--name", "clear", "--uri", "sip:x", "--srtp", "required", "--srtp-over-clear"); code != 0 {
 		t.Fatal("SRTP over clear signalling, allowed explicitly")
+	}
+
+	// A registering trunk: its settings, then the state a node recorded, in list.
+	out, errOut, code = runCLI(t, env, "admin", "trunks", "add", "--name", "pbx", "--uri", "sip:pbx.example", "--username", "1001",
+		"--password", "pw", "--register", "sip:pbx.example", "--register-aor", "sip:1001@pbx.example", "--register-expires", "120", "--json")
+	if code != 0 || !strings.Contains(out, `"aor": "sip:1001@pbx.example"`) {
+		t.Fatalf("add registering trunk: %d %s %s", code, out, errOut)
+	}
+	if out, _, _ := runCLI(t, env, "admin", "trunks", "list"); !strings.Contains(out, "pending") {
+		t.Fatalf("list before any node: %s", out)
+	}
+	st, err := store.Open(t.Context(), store.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbx, err := st.FindTrunkByName(t.Context(), "pbx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetRegistrationState(t.Context(), store.RegistrationState{TrunkID: pbx.ID, NodeID: "node-a", State: store.RegRegistered, Registrar: "sip:pbx.example"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if out, _, _ := runCLI(t, env, "admin", "trunks", "list"); !strings.Contains(out, "registered@node-a") {
+		t.Fatalf("list: %s", out)
+	}
+	if _, errOut, code := runCLI(t, env, "admin", "trunks", "add", "--name", "bad", "--uri", "sip:x", "--register", "sip:x"); code != 2 || !strings.Contains(errOut, "AOR") {
+		t.Fatalf("registration without AOR: %d %s", code, errOut)
 	}
 }

@@ -34,7 +34,7 @@ type NewTrunkSecurity struct {
 	TLSClientKey  string // sealed with the box given to CreateTrunk
 }
 
-const trunkSecurityCols = `srtp, srtp_over_clear, tls_ca, tls_client_cert, tls_client_key_sealed`
+const trunkSecurityCols = `srtp, srtp_over_clear, tls_ca, tls_client_cert, tls_client_key_sealed, ` + trunkRegistrationCols
 
 func trunkKeyAAD(id TrunkID) []byte { return []byte("trunk:" + string(id) + ":tls_key") }
 

@@ -95,8 +95,61 @@ func testTrunkSecurity(t *testing.T, s *store.Store) {
 			t.Errorf("%s: the error quotes the key", name)
 		}
 	}
+	testTrunkRegistration(t, s)
 	if _, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "nobox", URI: "sip:x", Transport: "tls",
 		NewTrunkSecurity: store.NewTrunkSecurity{TLSClientCert: cert, TLSClientKey: key}}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("client key without a master key: %v", err)
+	}
+}
+
+func testTrunkRegistration(t *testing.T, s *store.Store) {
+	ctx := t.Context()
+	reg := store.TrunkRegistration{Registrar: "sip:pbx.example.com", Backup: "sip:pbx2.example.com:5080", AOR: "sip:1001@pbx.example.com", Expires: 120}
+	tr, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "reg", URI: "sip:pbx.example.com", TrunkRegistration: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetTrunk(ctx, tr.ID)
+	if err != nil || got.TrunkRegistration != reg {
+		t.Fatalf("registration %+v %v", got.TrunkRegistration, err)
+	}
+	for name, bad := range map[string]store.TrunkRegistration{
+		"no AOR":           {Registrar: "sip:x"},
+		"AOR without user": {Registrar: "sip:x", AOR: "sip:x"},
+		"not a URI":        {Registrar: "http://x", AOR: "sip:a@x"},
+		"expiry":           {Registrar: "sip:x", AOR: "sip:a@x", Expires: 90000},
+		"no registrar":     {AOR: "sip:a@x"},
+	} {
+		if _, err := s.CreateTrunk(ctx, nil, store.NewTrunk{Name: "r-" + strings.ReplaceAll(name, " ", "-"), URI: "sip:x", TrunkRegistration: bad}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	exp := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	for _, st := range []store.RegistrationState{
+		{TrunkID: tr.ID, NodeID: "n1", State: store.RegFailed, Registrar: reg.Registrar, Error: "no answer"},
+		{TrunkID: tr.ID, NodeID: "n1", State: store.RegRegistered, Registrar: reg.Backup, ExpiresAt: &exp},
+		{TrunkID: tr.ID, NodeID: "n2", State: store.RegRegistering, Registrar: reg.Registrar},
+	} {
+		if err := s.SetRegistrationState(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetRegistrationState(ctx, store.RegistrationState{TrunkID: tr.ID, NodeID: "n1", State: "bogus"}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("bad state: %v", err)
+	}
+	sts, err := s.ListRegistrationStates(ctx)
+	if err != nil || len(sts) != 2 {
+		t.Fatalf("states %+v %v", sts, err)
+	}
+	if sts[0].NodeID != "n1" || sts[0].State != store.RegRegistered || sts[0].Registrar != reg.Backup || sts[0].Error != "" ||
+		sts[0].ExpiresAt == nil || !sts[0].ExpiresAt.Equal(exp) {
+		t.Fatalf("n1 %+v", sts[0])
+	}
+	// Removing the trunk removes its states.
+	if err := s.DeleteTrunk(ctx, tr.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sts, _ := s.ListRegistrationStates(ctx); len(sts) != 0 {
+		t.Fatalf("states left %+v", sts)
 	}
 }
