@@ -129,7 +129,11 @@ type regStates struct {
 	all []sip.RegistrationStatus
 }
 
-func (r *regStates) add(st sip.RegistrationStatus) { r.mu.Lock(); r.all = append(r.all, st); r.mu.Unlock() }
+func (r *regStates) add(st sip.RegistrationStatus) {
+	r.mu.Lock()
+	r.all = append(r.all, st)
+	r.mu.Unlock()
+}
 
 func (r *regStates) last() sip.RegistrationStatus {
 	r.mu.Lock()
