@@ -1,8 +1,9 @@
 package control
 
 // issue 21: a media node registers the trunks that carry a registration, records each
-// binding's state in the store (`parley admin trunks list` shows it), counts it in metrics
-// and logs each change. Each node keeps its own binding, with a +sip.instance derived from its
+// binding's state in the store (`parley admin trunks list` shows it) with a trunk.registration
+// event to the projects that have numbers on the trunk, counts it in metrics and logs each
+// change. Each node keeps its own binding, with a +sip.instance derived from its
 // node id (stable across restarts): see sip/register.go for why.
 
 import (
@@ -72,7 +73,11 @@ func (n *Node) onRegistration(st sip.RegistrationStatus) {
 		exp := st.Expires
 		rs.ExpiresAt = &exp
 	}
-	if err := n.Store.SetRegistrationState(ctx, rs); err != nil {
+	tr, err := n.Store.GetTrunk(ctx, store.TrunkID(t.ID))
+	if err != nil {
+		return
+	}
+	if _, err := n.Store.RecordRegistrationState(ctx, tr, rs); err != nil {
 		n.log.Warn("sip: registration state not recorded", "trunk", st.Trunk, "err", err)
 	}
 }

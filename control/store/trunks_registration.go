@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -97,4 +99,55 @@ func (q *Queries) ListRegistrationStates(ctx context.Context) ([]RegistrationSta
 			err := r.Scan(&st.TrunkID, &st.NodeID, &st.State, &st.Registrar, &st.Error, nullTimeCol{&st.ExpiresAt}, timeCol{&st.UpdatedAt})
 			return st, err
 		})
+}
+
+// RecordRegistrationState sets a node's registration state for trunk and, when the state or
+// the registrar changed, inserts a trunk.registration event for every project with numbers on
+// the trunk (events belong to an organization; trunks do not), in one transaction. It reports
+// whether the state changed.
+func (s *Store) RecordRegistrationState(ctx context.Context, trunk Trunk, st RegistrationState) (bool, error) {
+	st.TrunkID = trunk.ID
+	changed := false
+	err := s.Tx(ctx, func(tx *Tx) error {
+		var prevState, prevRegistrar string
+		err := tx.get(ctx, "get registration state",
+			`SELECT state, registrar FROM sip_registrations WHERE trunk_id = $1 AND node_id = $2`,
+			[]any{string(trunk.ID), st.NodeID}, func(r rowScanner) error { return r.Scan(&prevState, &prevRegistrar) })
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		changed = prevState != st.State || prevRegistrar != st.Registrar
+		if err := tx.SetRegistrationState(ctx, st); err != nil || !changed {
+			return err
+		}
+		type target struct {
+			org     OrgID
+			project ProjectID
+		}
+		targets, err := list(ctx, tx.Queries, "projects of a trunk",
+			`SELECT DISTINCT org_id, project_id FROM phone_numbers WHERE trunk = $1 ORDER BY org_id, project_id`, []any{trunk.Name},
+			func(r rowScanner) (target, error) {
+				var t target
+				err := r.Scan(&t.org, &t.project)
+				return t, err
+			})
+		if err != nil {
+			return err
+		}
+		d := map[string]any{"trunk": trunk.Name, "trunk_id": trunk.ID, "node": st.NodeID, "state": st.State, "registrar": st.Registrar}
+		if st.Error != "" {
+			d["error"] = st.Error
+		}
+		if st.ExpiresAt != nil {
+			d["expires_at"] = st.ExpiresAt.UTC()
+		}
+		data, _ := json.Marshal(d)
+		for _, t := range targets {
+			if _, err := tx.InsertEvent(ctx, Event{OrgID: t.org, ProjectID: t.project, Mode: ModeLive, Type: "trunk.registration", Data: data}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return changed, err
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"math/big"
@@ -144,6 +145,33 @@ func testTrunkRegistration(t *testing.T, s *store.Store) {
 	if sts[0].NodeID != "n1" || sts[0].State != store.RegRegistered || sts[0].Registrar != reg.Backup || sts[0].Error != "" ||
 		sts[0].ExpiresAt == nil || !sts[0].ExpiresAt.Equal(exp) {
 		t.Fatalf("n1 %+v", sts[0])
+	}
+	// A change is an event to each project with numbers on the trunk; the same state again is
+	// none.
+	org, err := s.CreateOrg(ctx, "reg-org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, err := s.CreateProject(ctx, org.ID, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: org.ID, ProjectID: proj.ID, Number: "+14155550177", Trunk: "reg"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		changed, err := s.RecordRegistrationState(ctx, tr, store.RegistrationState{NodeID: "n3", State: store.RegFailed, Registrar: reg.Registrar, Error: "403 Forbidden"})
+		if err != nil || changed != want {
+			t.Fatalf("record %d: changed %v err %v", i, changed, err)
+		}
+	}
+	evs, err := s.ListEvents(ctx, org.ID, store.ModeLive, "", 10)
+	if err != nil || len(evs) != 1 || evs[0].Type != "trunk.registration" || evs[0].ProjectID != proj.ID {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(evs[0].Data, &data); err != nil || data["state"] != "failed" || data["node"] != "n3" || data["trunk"] != "reg" {
+		t.Fatalf("event data %s", evs[0].Data)
 	}
 	// Removing the trunk removes its states.
 	if err := s.DeleteTrunk(ctx, tr.ID); err != nil {
