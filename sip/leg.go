@@ -99,6 +99,7 @@ func (l *leg) confirm() {
 	l.state = legConfirmed
 	l.mu.Unlock()
 	l.med.onTimeout(func() { l.end(session.EndMediaTimeout, true, "RTP timeout") })
+	l.med.onSRTPFail(func() { l.end(session.EndFailed, true, "SRTP authentication failed") }) // issue 21
 	l.armSessionTimer(0)
 }
 

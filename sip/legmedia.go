@@ -68,6 +68,9 @@ type legMedia struct {
 	tx     txState
 	keys   *sdesKeys // the SRTP keys in use (issue 21), guarded by txMu
 	rekeys uint64    // times they changed after the start, guarded by txMu
+	// srtpFail is what runs when every packet fails SRTP (srtp.go); srtpFailed once it ran.
+	srtpFail   atomic.Pointer[func()]
+	srtpFailed atomic.Bool
 
 	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
 	// that arrive in order, run's clock conceals and fills.
@@ -618,6 +621,9 @@ func (m *legMedia) step(now time.Time) {
 		if d, _, ok := m.dtmfRx.Flush(); ok {
 			m.deliverDTMF(d)
 		}
+	}
+	if m.ticks%50 == 0 {
+		m.checkSRTP() // issue 21
 	}
 	if m.ticks%10 == 0 {
 		st := m.rx.Stats()

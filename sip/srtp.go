@@ -415,3 +415,30 @@ func (c *Call) Rekey(ctx context.Context) error {
 	}
 	return l.sendReinvite(ctx, sd)
 }
+
+// srtpFailAfter is how many packets failing SRTP, with none passing, end a leg: a peer that
+// sends with another key than it signalled is a clear failure, not a silent call that the
+// inactivity timeout ends 30 s later.
+const srtpFailAfter = 50
+
+// onSRTPFail sets what runs (on a goroutine of its own) when the stream fails SRTP.
+func (m *legMedia) onSRTPFail(f func()) { m.srtpFail.Store(&f) }
+
+// checkSRTP fires the failure hook once srtpFailAfter packets failed and none ever passed on the
+// stream. The run goroutine calls it every second.
+func (m *legMedia) checkSRTP() {
+	if m.ep == nil || !m.ep.SRTPActive() || m.srtpFailed.Load() {
+		return
+	}
+	st := m.ep.Stats()
+	if st.SRTPFailed < srtpFailAfter || st.PacketsReceived > 0 {
+		return
+	}
+	if !m.srtpFailed.CompareAndSwap(false, true) {
+		return
+	}
+	m.log.Warn("sip: every SRTP packet from the peer fails authentication; ending the call", "refused", st.SRTPFailed)
+	if f := m.srtpFail.Load(); f != nil {
+		go (*f)()
+	}
+}

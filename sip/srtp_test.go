@@ -2,9 +2,14 @@ package sip
 
 import (
 	"bytes"
+	"context"
+	"net"
+	"time"
+
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/parley-voice/parley/codec"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -228,4 +233,47 @@ func TestSRTPKeysNeverLogged(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSRTPWrongKeyEndsLeg: a peer whose packets all fail SRTP (it keys otherwise than it
+// signalled) makes the leg's failure hook run once srtpFailAfter packets were refused.
+func TestSRTPWrongKeyEndsLeg(t *testing.T) {
+	p := media.AESCM128HMACSHA180
+	n := neg(codec.PCMU, 20)
+	m, _ := testLeg(t, n)
+	ours, _ := media.NewSRTP(p, bytes.Repeat([]byte{1}, p.KeyLen()), bytes.Repeat([]byte{2}, p.KeyLen()))
+	m.ep.SetSRTP(ours)
+	fired := make(chan struct{})
+	m.onSRTPFail(func() { close(fired) })
+	// The peer protects with a key Parley does not expect.
+	wrong, _ := media.NewSRTP(p, bytes.Repeat([]byte{3}, p.KeyLen()), bytes.Repeat([]byte{4}, p.KeyLen()))
+	rtpC, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, err := media.NewRTPEndpoint(context.Background(), media.RTPConfig{Ports: media.NewPortPair(rtpC, nil),
+		Remote: m.ep.LocalAddr(), SRTP: wrong, RTCPInterval: -1, InactivityTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close()
+	for range srtpFailAfter + 5 {
+		if err := sender.WriteSample(make([]byte, 160), 160); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m.ep.Stats().SRTPFailed < srtpFailAfter {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d packets refused", m.ep.Stats().SRTPFailed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.checkSRTP()
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failure hook did not run")
+	}
+	m.checkSRTP() // once only
 }
