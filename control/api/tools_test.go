@@ -120,6 +120,9 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 		b["parameters"] = map[string]any{"type": "array"}
 	}))).hasError(t, "/parameters/type", "invalid")
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("templated_host", "http://{{host}}/x")))
+	w.fails(t, 422, fault.CodeValidationFailed, post(kLive, toolBody("pasted_key", srv.URL+"/x", func(b map[string]any) {
+		b["request"] = map[string]any{"method": "GET", "url": srv.URL + "/x", "headers": map[string]any{"Authorization": "Bearer pasted"}}
+	}))).hasError(t, "/request/headers/Authorization", "invalid")
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("not_http", "ftp://example.com/x")))
 	w.api.Tools.Guard = strict
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("private", srv.URL+"/orders/{{order_id}}"))).hasError(t, "/request/url", "invalid")

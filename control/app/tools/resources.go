@@ -36,7 +36,7 @@ func (Tool) SchemaDoc() string {
 type ToolRequest struct {
 	Method  string            `json:"method" jsonschema:"enum=GET,enum=POST,enum=PUT,enum=PATCH,enum=DELETE"`
 	URL     string            `json:"url" doc:"An http or https URL template; its scheme and host are literal (no {{…}}), and must resolve to public addresses (checked when saved and at every call)." jsonschema:"minLength=1,maxLength=2048"`
-	Headers map[string]string `json:"headers,omitempty" doc:"Header templates. Authorization comes from the secret; put no credential here."`
+	Headers map[string]string `json:"headers,omitempty" doc:"Header templates. Credentials come from the secret: Authorization, Proxy-Authorization and Cookie are refused here (422)."`
 	Body    json.RawMessage   `json:"body,omitempty" doc:"A JSON template of the body (see Tool)."`
 }
 

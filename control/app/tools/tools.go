@@ -300,6 +300,11 @@ func (s *Service) checkSpec(ctx context.Context, sp *Spec) error {
 		if !validToken(k) || strings.ContainsAny(v, "\r\n\x00") || len(v) > 4096 {
 			return bad(fault.CodeValidationFailed, "/request/headers/"+k, "Header names are HTTP tokens and values hold no line breaks (at most 4096 bytes).")
 		}
+		switch strings.ToLower(k) {
+		case "authorization", "proxy-authorization", "cookie":
+			// Credentials pasted into a definition leak with it: they belong in the vault.
+			return bad(fault.CodeValidationFailed, "/request/headers/"+k, "Put credentials in the vault (POST /v1/vault/secrets) and name the secret in secret_id; the %s header is not taken here.", k)
+		}
 	}
 	if len(r.Body) > 0 && string(r.Body) != "null" && !json.Valid(r.Body) {
 		return bad(fault.CodeValidationFailed, "/request/body", "The body template is not JSON.")
