@@ -45,6 +45,7 @@ type Spec struct {
 	Request     ToolRequest     `json:"request"`
 	TimeoutMS   int             `json:"timeout_ms"`
 	Filler      string          `json:"filler,omitempty"`
+	Apology     string          `json:"apology,omitempty"`
 	ResultMode  string          `json:"result_mode"`
 	TestSafe    bool            `json:"test_safe"`
 	MockResult  json.RawMessage `json:"mock_result"`
@@ -135,6 +136,10 @@ func ViewTool(t store.Tool) Tool {
 	if sp.Filler != "" {
 		f := sp.Filler
 		v.Filler = &f
+	}
+	if sp.Apology != "" {
+		a := sp.Apology
+		v.Apology = &a
 	}
 	if v.Request.Headers == nil {
 		v.Request.Headers = map[string]string{}
@@ -381,6 +386,9 @@ func (s *Service) CreateTool(ctx context.Context, act app.Actor, c ToolCreate) (
 	if c.Filler != nil {
 		sp.Filler = *c.Filler
 	}
+	if c.Apology != nil {
+		sp.Apology = *c.Apology
+	}
 	if c.ResultMode != nil {
 		sp.ResultMode = *c.ResultMode
 	}
@@ -455,6 +463,12 @@ func (s *Service) UpdateTool(ctx context.Context, act app.Actor, id string, u To
 	}
 	if u.ResultMode != nil {
 		sp.ResultMode = *u.ResultMode
+	}
+	if u.Apology.Set {
+		sp.Apology = u.Apology.Value
+		if u.Apology.Null {
+			sp.Apology = ""
+		}
 	}
 	if u.TestSafe != nil {
 		sp.TestSafe = *u.TestSafe
