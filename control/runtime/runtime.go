@@ -75,9 +75,14 @@ type Options struct {
 	CalleePace, RingFor time.Duration
 	// OwnerTTL is how long ownership of a conversation lasts without refresh (default 30 s).
 	OwnerTTL time.Duration
-	Metrics  *session.Metrics
-	Log      *slog.Logger
-	Now      func() time.Time
+	// ChatLeaseTTL is how long a node's hold on a chat whose message it answers lasts without
+	// renewal (default 20 s): a node that dies mid-message blocks its chat that long.
+	ChatLeaseTTL time.Duration
+	// ChatIdleTimeout ends a chat that has had no message for that long (0: never).
+	ChatIdleTimeout time.Duration
+	Metrics         *session.Metrics
+	Log             *slog.Logger
+	Now             func() time.Time
 }
 
 // Runtime runs the conversations of one node.
@@ -136,6 +141,9 @@ func New(o Options) (*Runtime, error) {
 	if o.OwnerTTL <= 0 {
 		o.OwnerTTL = 30 * time.Second
 	}
+	if o.ChatLeaseTTL <= 0 {
+		o.ChatLeaseTTL = 20 * time.Second
+	}
 	rt := &Runtime{o: o, store: o.Store, bus: o.Bus, log: o.Log.With("node", o.NodeID), pricing: DefaultPricing,
 		lives: map[store.ConversationID]*live{}}
 	if o.Pricing != nil {
@@ -144,7 +152,6 @@ func New(o Options) (*Runtime, error) {
 	rt.mesh = newMesh(o.Bus, o.NodeID, rt.log)
 	rt.hub = newHub(o.Bus, rt.log)
 	rt.mesh.handle(kindPlace, rt.handlePlace)
-	rt.mesh.handle(kindSend, rt.handleSend)
 	rt.mesh.handle(kindCommand, rt.handleCommand)
 	rt.mesh.handle(kindWebCall, rt.handleWebCall)
 	rt.mesh.handle(kindListen, rt.handleListen)
