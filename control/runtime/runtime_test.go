@@ -36,8 +36,16 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	b := bus.NewMemory()
+	t.Cleanup(func() { b.Close() })
+	return newRigOn(t, openStore(t, store.Options{DataDir: t.TempDir()}), b)
+}
+
+// openStore opens and migrates a store, closed when t ends.
+func openStore(t *testing.T, o store.Options) *store.Store {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DataDir: t.TempDir()})
+	st, err := store.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +53,13 @@ func newRig(t *testing.T) *rig {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := bus.NewMemory()
-	t.Cleanup(func() { b.Close() })
+	return st
+}
+
+// newRigOn is a rig on a store and a bus.
+func newRigOn(t *testing.T, st *store.Store, b bus.Bus) *rig {
+	t.Helper()
+	ctx := context.Background()
 	tp, err := NewTestProviders(quiet())
 	if err != nil {
 		t.Fatal(err)
