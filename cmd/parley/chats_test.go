@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/session/fakes"
 )
 
@@ -89,5 +92,72 @@ func TestChatSurvivesSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(s.stderr.String(), "draining") {
 		t.Fatalf("no drain logged:\n%s", s.stderr)
+	}
+}
+
+// TestChatNodeKilled runs two api nodes on PostgreSQL and Redis. A chat is started and talked
+// to on node A, A is killed (SIGKILL: nothing is given up or stored on the way out), and node
+// B answers the next message with the chat's whole history.
+func TestChatNodeKilled(t *testing.T) {
+	pg := pgSchemaURL(t)
+	redisURL := testenv.RedisURL(t)
+	fk := fakes.NewServer(fakes.ServerOptions{})
+	llm := httptest.NewServer(fk)
+	defer llm.Close()
+	defer fk.Close()
+	env := []string{"PARLEY_DATABASE_URL=" + pg, "PARLEY_REDIS_URL=" + redisURL, "PARLEY_MASTER_KEY=" + strings.Repeat("ef", 32), "PARLEY_FAKES_URL=" + llm.URL}
+	out, errOut, code := runCLI(t, append(env, "PARLEY_DATA_DIR="+t.TempDir()), "admin", "bootstrap", "--json")
+	if code != 0 {
+		t.Fatalf("bootstrap: %s", errOut)
+	}
+	var boot map[string]string
+	if err := json.Unmarshal([]byte(out), &boot); err != nil {
+		t.Fatalf("bootstrap JSON: %v %q", err, out)
+	}
+	if _, errOut, code := runCLI(t, append(env, "PARLEY_DATA_DIR="+t.TempDir()), "admin", "credit", "add", "--org", boot["organization_id"], "--amount", "5"); code != 0 {
+		t.Fatalf("credit add: %s", errOut)
+	}
+	suffix := boot["project_id"][:8]
+	a := startServer(t, append(env, "PARLEY_DATA_DIR="+t.TempDir(), "PARLEY_NODE_ID=chat-a-"+suffix), "--roles", "api,worker")
+	b := startServer(t, append(env, "PARLEY_DATA_DIR="+t.TempDir(), "PARLEY_NODE_ID=chat-b-"+suffix), "--roles", "api,worker")
+	live := boot["live_key"]
+	def := map[string]any{"format": "service.agent/1", "references": map[string]any{}, "agent": map[string]any{
+		"name": "Concierge", "kind": "custom", "direction": "inbound", "channels": []any{"chat"},
+		"system_prompt": "You help {{customer}}.", "first_message": "Hello {{customer}}."}}
+	agent := a.must(t, 201, "POST", "/v1/agents", live, map[string]any{"project_id": boot["project_id"], "definition": def}, nil)
+	a.must(t, 201, "POST", "/v1/agents/"+agent["id"].(string)+"/publish", live, nil, nil)
+	chat := a.must(t, 201, "POST", "/v1/chats", live, map[string]any{"agent_id": agent["id"], "variables": map[string]any{"customer": "Bo"}}, nil)
+	id := chat["id"].(string)
+	turn := a.must(t, 200, "POST", "/v1/conversations/"+id+"/messages", live, map[string]any{"message": "Remember the number 42."}, nil)
+	if turn["agent"].(map[string]any)["text"] != "You said: Remember the number 42." {
+		t.Fatalf("turn on A: %v", turn)
+	}
+	a.cmd.Process.Kill()
+	<-a.done
+	turn = b.must(t, 200, "POST", "/v1/conversations/"+id+"/messages", live, map[string]any{"message": "Which number?"}, nil)
+	if turn["agent"].(map[string]any)["text"] != "You said: Which number?" || turn["user"].(map[string]any)["seq"] != float64(4) {
+		t.Fatalf("turn on B: %v", turn)
+	}
+	if c := b.must(t, 200, "GET", "/v1/conversations/"+id, live, nil, nil); c["status"] != "in_progress" {
+		t.Fatalf("the chat after its node was killed: %v", c)
+	}
+	db, err := sql.Open("pgx", pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var owner string
+	if err := db.QueryRow("SELECT owner_node FROM conversations WHERE id = $1", id).Scan(&owner); err != nil || owner != "chat-b-"+suffix {
+		t.Fatalf("the last message ran on %q (%v), want node B", owner, err)
+	}
+	reqs := fk.Chat.Requests()
+	var got []string
+	for _, m := range reqs[len(reqs)-1].Body["messages"].([]any) {
+		mm := m.(map[string]any)
+		got = append(got, fmt.Sprintf("%s: %v", mm["role"], mm["content"]))
+	}
+	want := []string{"system: You help Bo.", "assistant: Hello Bo.", "user: Remember the number 42.", "assistant: You said: Remember the number 42.", "user: Which number?"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("node B asked the LLM\n%q\nwant\n%q", got, want)
 	}
 }
