@@ -460,3 +460,27 @@ func TestChatReapAndClose(t *testing.T) {
 }
 
 var _ = fakes.NewScript
+
+// BenchmarkChatSend measures what answering one chat message costs the runtime on SQLite with
+// an LLM that answers at once: taking the lease, reading the state and the LLM messages back,
+// building the engine, asking the (loopback) LLM and storing the turn, in chats of 20 messages.
+func BenchmarkChatSend(b *testing.B) {
+	r := newRig(b)
+	rt := r.node("a", false)
+	ctx := context.Background()
+	var id store.ConversationID
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%20 == 0 {
+			b.StopTimer()
+			id = r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress).ID
+			if _, err := rt.StartChat(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		if _, err := rt.Send(ctx, id, "How are you today?", nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

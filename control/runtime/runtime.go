@@ -5,8 +5,10 @@
 // with their streamed replies, placing calls on a media node, and the wake-ups of live
 // transcript readers.
 //
-// A conversation is owned by exactly one node while it is live; the bus holds that ownership
-// as a key with a time to live that the owner keeps fresh. The store is the record: a reader
+// A call is owned by exactly one node while it is live; the bus holds that ownership as a key
+// with a time to live that the owner keeps fresh. A chat is owned by no node: it is kept in the
+// store between its messages, and the node that answers one holds its lease in the store for
+// that time only (see chat.go), so restarts and dead nodes end no chat. The store is the record: a reader
 // on any node reads lines from it, so none is skipped or repeated, whichever node wrote them.
 //
 // The runtime must never sit on the media path (the engine and the SIP and WebRTC services do),
@@ -194,8 +196,8 @@ func (rt *Runtime) now() time.Time { return rt.o.Now() }
 // whatever state its conversations are in.
 const closeBudget = 4 * time.Second
 
-// Close ends the conversations still live here (reason shutdown), waits for their ends to be
-// stored, and stops. It returns within closeBudget even if a conversation or the store does
+// Close ends the calls still live here (reason shutdown), waits for their ends to be stored,
+// and stops. Chats are not ended: no node keeps one between its messages. It returns within closeBudget even if a conversation or the store does
 // not let go (it logs what it left). It is idempotent.
 func (rt *Runtime) Close() error {
 	rt.once.Do(func() {

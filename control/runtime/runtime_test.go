@@ -23,7 +23,7 @@ import (
 
 // rig is a store, a bus and the test providers shared by one or more runtimes (nodes).
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	st    *store.Store
 	bus   bus.Bus
 	tp    *TestProviders
@@ -34,7 +34,7 @@ type rig struct {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	b := bus.NewMemory()
 	t.Cleanup(func() { b.Close() })
@@ -42,7 +42,7 @@ func newRig(t *testing.T) *rig {
 }
 
 // openStore opens and migrates a store, closed when t ends.
-func openStore(t *testing.T, o store.Options) *store.Store {
+func openStore(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, o)
@@ -57,7 +57,7 @@ func openStore(t *testing.T, o store.Options) *store.Store {
 }
 
 // newRigOn is a rig on a store and a bus.
-func newRigOn(t *testing.T, st *store.Store, b bus.Bus) *rig {
+func newRigOn(t testing.TB, st *store.Store, b bus.Bus) *rig {
 	t.Helper()
 	ctx := context.Background()
 	tp, err := NewTestProviders(quiet())
