@@ -461,6 +461,51 @@ func TestChatReapAndClose(t *testing.T) {
 
 var _ = fakes.NewScript
 
+// TestChatCommandWaitsForMessage: a say and an end sent while a message is being answered are
+// carried out after it, in that order (the reply is not cut, nothing interleaves); deleting
+// (End if idle) meanwhile is refused as busy.
+func TestChatCommandWaitsForMessage(t *testing.T) {
+	r := newRig(t)
+	a := r.node("a", false)
+	bn := r.node("b", false)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	if _, err := a.StartChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.tp.Fakes.Chat.SetLatency(300*time.Millisecond, 0)
+	done := make(chan error, 1)
+	go func() { _, err := a.Send(ctx, c.ID, "slow one", nil, nil); done <- err }()
+	waitFor(t, 5*time.Second, "the LLM asked", func() bool { return len(r.tp.Fakes.Chat.Requests()) == 1 })
+	if err := bn.End(ctx, c.ID, session.EndAPI, true); !errors.Is(err, ErrBusy) {
+		t.Fatalf("End if idle while answering: %v, want ErrBusy", err)
+	}
+	say, _ := r.st.CreateCommand(ctx, store.Command{OrgID: r.org.ID, ConversationID: c.ID, Kind: store.CommandSay, Params: []byte(`{"text": "One moment."}`)})
+	if err := bn.Command(ctx, say); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.st.GetCommand(ctx, say.ID); got.Status != store.CommandPending {
+		t.Fatalf("the say ran while the message was answered: %+v", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the say done", func() bool {
+		got, _ := r.st.GetCommand(ctx, say.ID)
+		return got.Status == store.CommandDone
+	})
+	end, _ := r.st.CreateCommand(ctx, store.Command{OrgID: r.org.ID, ConversationID: c.ID, Kind: store.CommandEnd})
+	if err := a.Command(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(r.lines(c.ID)); !slices.Equal(got, []string{"agent: Hi Ada, this is Ava.", "user: slow one", "agent: You said: slow one", "agent: One moment."}) {
+		t.Fatalf("stored %q", got)
+	}
+	if got := r.get(c.ID); got.EndReason != string(session.EndAPI) {
+		t.Fatalf("ended %q", got.EndReason)
+	}
+}
+
 // BenchmarkChatSend measures what answering one chat message costs the runtime on SQLite with
 // an LLM that answers at once: taking the lease, reading the state and the LLM messages back,
 // building the engine, asking the (loopback) LLM and storing the turn, in chats of 20 messages.
