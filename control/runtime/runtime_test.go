@@ -291,7 +291,13 @@ func TestTestCallTransferAndEnd(t *testing.T) {
 		if got := r.get(c.ID); got.EndReason != string(want) {
 			t.Fatalf("%s: ended %s", kind, got.EndReason)
 		}
-		got, _ := r.st.GetCommand(ctx, cmd.ID)
+		// The command's outcome is recorded once the stop it made returns, which may be after
+		// the end is stored.
+		var got store.Command
+		waitFor(t, 5*time.Second, "the command settled", func() bool {
+			got, _ = r.st.GetCommand(ctx, cmd.ID)
+			return got.Status != store.CommandPending
+		})
 		if got.Status != store.CommandDone {
 			t.Fatalf("%s: command %+v", kind, got)
 		}
