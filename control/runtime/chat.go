@@ -400,7 +400,7 @@ func (rt *Runtime) StartChat(ctx context.Context, id store.ConversationID) ([]se
 	if err != nil {
 		return nil, err
 	}
-	l.st.IdleSeconds = int(rt.o.ChatIdleTimeout / time.Second)
+	l.st.IdleSeconds = store.ChatIdleSeconds(rt.o.ChatIdleTimeout)
 	sink := &chatSink{}
 	sess, err := rt.build(ctx, l.conv, false, sink)
 	if err != nil {

@@ -18,7 +18,7 @@ type ChatState struct {
 	Turns       int             // messages answered: the chat's length
 	LLMFailures int             // replies that failed in a row
 	Cost        json.RawMessage // what the chat used so far (an object)
-	IdleSeconds int             // how long the chat waits for a message before it ends; 0 for ever
+	IdleSeconds int             // how long the chat waits for a message before it ends; -1 for ever, 0 not kept (an older version's chat)
 	IdleAt      *time.Time      // when it ends for want of a message (nil: no deadline yet)
 	Lease       string          // the holder answering a message, or ""
 	LeaseUntil  *time.Time      // when that holder's lease runs out
@@ -197,13 +197,22 @@ func (q *Queries) SaveChat(ctx context.Context, id ConversationID, holder string
 	})
 }
 
-// StartChatState sets the idle limit of a chat that has just started and its first idle
-// deadline.
+// ChatIdleSeconds is how an idle limit is stored: whole seconds, rounded up; -1 for none (0 is
+// left to chats stored by an older version, which had no limit kept).
+func ChatIdleSeconds(idle time.Duration) int {
+	if idle <= 0 {
+		return -1
+	}
+	return int((idle + time.Second - 1) / time.Second)
+}
+
+// StartChatState sets the idle limit of a chat that has just started (0: none) and its first
+// idle deadline.
 func (q *Queries) StartChatState(ctx context.Context, id ConversationID, idle time.Duration, at time.Time) error {
 	var idleAt any
-	secs := int(idle / time.Second)
+	secs := ChatIdleSeconds(idle)
 	if secs > 0 {
-		idleAt = ts(normTime(at).Add(idle))
+		idleAt = ts(normTime(at).Add(time.Duration(secs) * time.Second))
 	}
 	res, err := q.exec(ctx, "start chat state", `UPDATE conversations SET chat_idle_seconds = $2, chat_idle_at = $3 WHERE id = $1`,
 		string(id), secs, idleAt)

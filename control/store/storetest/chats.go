@@ -134,6 +134,19 @@ func testChatState(t *testing.T, open Opener) {
 	if ids, _ := w.s.IdleChats(ctx, time.Now(), time.Time{}, 10); len(ids) != 0 {
 		t.Fatalf("old-version chats with no limit: %v", ids)
 	}
+	// A chat started without a limit is never idle, whatever the limit of the node that looks.
+	never := newConv(w, w.p1.ID, store.ChannelChat)
+	never.Status, never.ViaAPI = store.ConvInProgress, true
+	nc := must[store.Conversation](t, "create chat without limit")(w.s.CreateConversation(ctx, never))
+	if err := w.s.StartChatState(ctx, nc.ID, 0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := w.s.IdleChats(ctx, time.Now().Add(time.Hour), time.Now().Add(time.Hour), 10); len(ids) != 1 || ids[0] != oc.ID {
+		t.Fatalf("idle with a chat without limit: %v", ids)
+	}
+	if _, st, _ := w.s.GetChat(ctx, nc.ID); st.IdleSeconds != -1 || st.IdleAt != nil {
+		t.Fatalf("a chat without limit: %+v", st)
+	}
 
 	// A phone call is no chat: it cannot be leased. Ending and deleting the chat removes its
 	// messages; an ended chat cannot be leased.
