@@ -459,7 +459,6 @@ func TestChatReapAndClose(t *testing.T) {
 	}
 }
 
-var _ = fakes.NewScript
 
 // TestChatCommandWaitsForMessage: a say and an end sent while a message is being answered are
 // carried out after it, in that order (the reply is not cut, nothing interleaves); deleting
@@ -503,6 +502,54 @@ func TestChatCommandWaitsForMessage(t *testing.T) {
 	}
 	if got := r.get(c.ID); got.EndReason != string(session.EndAPI) {
 		t.Fatalf("ended %q", got.EndReason)
+	}
+}
+
+// TestChatToolStateSurvives: a reply that called a tool is stored with the call and its
+// result, so the next message, on another node, asks the model with the assistant's tool call
+// and the tool message answering it (ids kept), as OpenAI's protocol requires.
+func TestChatToolStateSurvives(t *testing.T) {
+	r := newRig(t)
+	a, tpA := r.nodeOn("a", r.st, r.bus, nil)
+	bn, tpB := r.nodeOn("b", r.st, r.bus, nil)
+	tpA.Fakes.Chat.Script().Add(
+		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{ID: "call_42", Name: "lookup_order", Args: []byte(`{"order": "42"}`)}}},
+		fakes.ScriptTurn{Text: "Order 42 ships today."})
+	ctx := context.Background()
+	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	if _, err := a.StartChat(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := a.Send(ctx, c.ID, "Where is order 42?", nil, nil)
+	if err != nil || turn.Agent.Text != "Order 42 ships today." {
+		t.Fatalf("turn %+v, %v", turn, err)
+	}
+	mustSend(t, bn, c.ID, "Thanks")
+	reqs := tpB.Fakes.Chat.Requests()
+	last := reqs[len(reqs)-1]
+	if last.Status != 200 {
+		t.Fatalf("the fake refused the restored history (%d): %s", last.Status, last.Raw)
+	}
+	msgs := last.Body["messages"].([]any)
+	var call, result map[string]any
+	for _, m := range msgs {
+		mm := m.(map[string]any)
+		if tc, ok := mm["tool_calls"].([]any); ok && len(tc) == 1 {
+			call = tc[0].(map[string]any)
+		}
+		if mm["role"] == "tool" {
+			result = mm
+		}
+	}
+	if call == nil || call["id"] != "call_42" || call["function"].(map[string]any)["name"] != "lookup_order" ||
+		call["function"].(map[string]any)["arguments"] != `{"order":"42"}` {
+		t.Fatalf("the restored tool call: %v\n%s", call, last.Raw)
+	}
+	if result == nil || result["tool_call_id"] != "call_42" {
+		t.Fatalf("the restored tool result: %v\n%s", result, last.Raw)
+	}
+	if got := asked(t, tpB); got[len(got)-2] != "assistant: Order 42 ships today." || got[len(got)-1] != "user: Thanks" {
+		t.Fatalf("asked %q", got)
 	}
 }
 
