@@ -1,6 +1,6 @@
--- 0009 durable chats (issue 13): what a chat carries from one message to the next is kept
+-- 0010 durable chats (issue 13): what a chat carries from one message to the next is kept
 -- with its conversation, so any node answers the next message, after a restart too. Keep in
--- step with ../sqlite/0009_durable_chats.sql.
+-- step with ../sqlite/0010_durable_chats.sql.
 --
 -- chat_lease names the one holder (node and a token) that may answer a message of the chat
 -- until chat_lease_until; chat_idle_at is when the chat ends for want of messages.
