@@ -8,8 +8,9 @@
 // A call is owned by exactly one node while it is live; the bus holds that ownership as a key
 // with a time to live that the owner keeps fresh. A chat is owned by no node: it is kept in the
 // store between its messages, and the node that answers one holds its lease in the store for
-// that time only (see chat.go), so restarts and dead nodes end no chat. The store is the record: a reader
-// on any node reads lines from it, so none is skipped or repeated, whichever node wrote them.
+// that time only (see chat.go), so restarts and dead nodes end no chat. The store is the
+// record: a reader on any node reads lines from it, so none is skipped or repeated, whichever
+// node wrote them.
 //
 // The runtime must never sit on the media path (the engine and the SIP and WebRTC services do),
 // never block the engine's goroutines (its sink only queues), and never answer HTTP: the API
