@@ -459,7 +459,6 @@ func TestChatReapAndClose(t *testing.T) {
 	}
 }
 
-
 // TestChatCommandWaitsForMessage: a say and an end sent while a message is being answered are
 // carried out after it, in that order (the reply is not cut, nothing interleaves); deleting
 // (End if idle) meanwhile is refused as busy.
