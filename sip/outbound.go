@@ -295,7 +295,11 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 			case failUnreachable:
 				reason = "no response"
 			}
-			return nil, &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
+			de := &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
+			if fail == failRingTimeout {
+				de.Q850 = Q850NoAnswer // what our CANCEL said
+			}
+			return nil, de
 		case err != nil:
 			cleanup()
 			return nil, &DialError{Outcome: OutcomeFailed, Cause: err}
@@ -322,7 +326,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		}
 		cleanup()
 		o, detail := outcomeOf(res.StatusCode, failNone)
-		return nil, &DialError{Outcome: o, Status: res.StatusCode, Reason: res.Reason, Detail: detail}
+		return nil, &DialError{Outcome: o, Status: res.StatusCode, Reason: res.Reason, Detail: detail, Q850: reasonQ850(res)}
 	}
 	cleanup()
 	return nil, &DialError{Outcome: OutcomeFailed, Reason: "too many retries"}

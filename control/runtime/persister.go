@@ -35,6 +35,7 @@ type persister struct {
 	endReason session.EndReason
 	cost      session.Cost
 	recording string
+	callOut   store.CallOutcome // how the call leg ended (SIP status, Q.850 cause, detail)
 	ending    bool
 	statuses  []statusChange // status moves not stored yet, in order
 
@@ -118,6 +119,15 @@ func (p *persister) end(reason session.EndReason, cost session.Cost) {
 	}
 	p.mu.Unlock()
 	p.signal()
+}
+
+// outcome records how the call leg ended, for the end stored next; the first one wins.
+func (p *persister) outcome(o store.CallOutcome) {
+	p.mu.Lock()
+	if !p.ending && p.callOut.IsZero() {
+		p.callOut = o
+	}
+	p.mu.Unlock()
 }
 
 // statusChange is a move of the conversation's status and when it happened.
@@ -249,7 +259,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 		}
 	}
 	ending := p.ending && len(p.queue) == len(ready)
-	reason, cost, turns, recording := p.endReason, p.cost, slices.Clone(p.turns), p.recording
+	reason, cost, turns, recording, out := p.endReason, p.cost, slices.Clone(p.turns), p.recording, p.callOut
 	p.mu.Unlock()
 
 	if len(ready) > 0 {
@@ -274,7 +284,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 	if !ending {
 		return false, nil
 	}
-	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording); err != nil {
+	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording, out); err != nil {
 		return false, err
 	}
 	p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: p.next - 1, Ended: true})
@@ -306,7 +316,7 @@ func lineRow(l session.Line) store.ConversationLine {
 
 // storeEnd records a conversation's end in one transaction: the end itself, the charge for a
 // live conversation, and the conversation.ended event. An end stored already is left alone.
-func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
+func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome) error {
 	if turns == nil {
 		turns = []session.TurnMetrics{}
 	}
@@ -324,7 +334,7 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 	}
 	now := rt.now()
 	err = rt.store.Tx(ctx, func(tx *store.Tx) error {
-		ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: now, Turns: tb, Cost: cb, CostMicros: micros, Recording: recording})
+		ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: now, Turns: tb, Cost: cb, CostMicros: micros, Recording: recording, Outcome: out})
 		if err != nil || !ok {
 			return err
 		}
@@ -354,6 +364,9 @@ func EventData(c store.Conversation) map[string]any {
 	}
 	if c.EndReason != "" {
 		d["end_reason"] = c.EndReason
+	}
+	if !c.Outcome.IsZero() {
+		d["end_detail"] = c.Outcome.Detail
 	}
 	if c.EndedAt != nil {
 		d["ended_at"] = *c.EndedAt

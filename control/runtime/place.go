@@ -46,6 +46,9 @@ type DialFailure struct {
 	Reason      session.EndReason // no_answer, busy, invalid_number, failed
 	Unreachable bool              // the trunk never answered
 	Detail      string
+	// Outcome is what the conversation records of it: the SIP status, the Q.850 cause and a
+	// short detail written for a person.
+	Outcome store.CallOutcome
 }
 
 func (e *DialFailure) Error() string {
@@ -197,6 +200,9 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 		var df *DialFailure
 		if errors.As(err, &df) && df.Reason != "" {
 			reason = df.Reason
+		}
+		if df != nil {
+			l.p.outcome(df.Outcome)
 		}
 		if l.stopped.Load() {
 			reason = session.EndAPI

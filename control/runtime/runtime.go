@@ -443,7 +443,7 @@ func (rt *Runtime) ReapLost(ctx context.Context, grace time.Duration) (int, erro
 		if c.Status == store.ConvInProgress {
 			reason = session.EndNetworkLost
 		}
-		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, ""); err != nil {
+		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, "", store.CallOutcome{}); err != nil {
 			return n, err
 		}
 		if err := rt.recoverRecording(ctx, c); err != nil {

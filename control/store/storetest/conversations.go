@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -107,7 +108,12 @@ func testConversationStatus(t *testing.T, open Opener) {
 	}
 	_, err := w.s.SetConversationStatus(ctx, c.ID, store.ConvEnded, at)
 	wantErr(t, "status ended", err, store.ErrInvalid)
-	end := store.ConversationEnd{Reason: "completed", At: at, Turns: json.RawMessage(`[{"turn": 1}]`), Cost: json.RawMessage(`{"llm_input_tokens": 5}`), CostMicros: 42}
+	bad := store.ConversationEnd{Reason: "busy", At: at, Outcome: store.CallOutcome{SIPStatus: 99}}
+	if _, err := w.s.EndConversation(ctx, c.ID, bad); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("SIP status 99: %v", err)
+	}
+	end := store.ConversationEnd{Reason: "completed", At: at, Turns: json.RawMessage(`[{"turn": 1}]`), Cost: json.RawMessage(`{"llm_input_tokens": 5}`), CostMicros: 42,
+		Outcome: store.CallOutcome{SIPStatus: 486, Q850Cause: 17, Detail: "the trunk answered 486 Busy Here (Q.850 cause 17)"}}
 	if ok, err := w.s.EndConversation(ctx, c.ID, end); !ok || err != nil {
 		t.Fatalf("EndConversation = %v, %v", ok, err)
 	}
@@ -122,6 +128,9 @@ func testConversationStatus(t *testing.T, open Opener) {
 		t.Fatalf("after end: %+v", got)
 	}
 	sameJSON(t, "turns", json.RawMessage(got.Turns), json.RawMessage(`[{"turn":1}]`))
+	if got.Outcome != end.Outcome { // issue 22 item 8
+		t.Fatalf("outcome %+v, want %+v", got.Outcome, end.Outcome)
+	}
 	_, err = w.s.EndConversation(ctx, c.ID, store.ConversationEnd{At: at})
 	wantErr(t, "end without reason", err, store.ErrInvalid)
 	if err := w.s.SetConversationOwner(ctx, c.ID, "node-a"); err != nil {

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	voicechannels "github.com/parley-voice/parley/control/channels"
+	"github.com/parley-voice/parley/internal/testenv"
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/sip"
+)
+
+// sippBusy refuses Parley's INVITE with 486 and an RFC 3326 Reason carrying Q.850 cause 17,
+// as a PSTN gateway does, then takes the ACK.
+const sippBusy = `<?xml version="1.0" encoding="ISO-8859-1" ?>
+<!DOCTYPE scenario SYSTEM "sipp.dtd">
+<scenario name="busy callee">
+  <recv request="INVITE" crlf="true"/>
+  <send>
+    <![CDATA[
+
+      SIP/2.0 486 Busy Here
+      [last_Via:]
+      [last_From:]
+      [last_To:];tag=[pid]SIPpTag01[call_number]
+      [last_Call-ID:]
+      [last_CSeq:]
+      Reason: Q.850;cause=17;text="user busy"
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <recv request="ACK"/>
+</scenario>`
+
+// TestCallBusyEndDetail (issue 22 item 8): an outbound call refused by the callee's side ends
+// busy, and the conversation says why: the SIP status, the Q.850 cause of the Reason header
+// and a detail written for a person.
+func TestCallBusyEndDetail(t *testing.T) {
+	sippBin := testenv.NeedCommand(t, "sipp")
+	t.Parallel()
+	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: 41000, Max: 41999},
+		RTPIP: netip.MustParseAddr("127.0.0.1"), Trunks: sip.NewStaticTrunks(), Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-served })
+
+	port := freeUDPPort(t, false)
+	trunks := sip.NewStaticTrunks(sip.Trunk{Name: "sipp", URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
+		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	dialer := &voicechannels.SIPDialer{Server: srv, Trunks: trunks.Lookup}
+	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{dialer: dialer}})
+	w.credit(t, 10)
+	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))
+	if _, err := w.st.CreatePhoneNumber(context.Background(), storeNumber(w, agent, "+14155550001", "sipp")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "uas.xml"), []byte(sippBusy), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sippDone := make(chan string, 1)
+	go func() {
+		cmd := exec.CommandContext(ctx, sippBin, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
+			"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error")
+		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
+		if out, err := cmd.CombinedOutput(); err != nil {
+			sippDone <- fmt.Sprintf("sipp failed: %v\n%s", err, out)
+			return
+		}
+		sippDone <- ""
+	}()
+	var id string
+	waitFor(t, 15*time.Second, "the call placed", func() bool {
+		r := w.do(t, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("busy-" + randHex(4)),
+			body: map[string]any{"agent_id": agent, "to_number": "+14155550123", "variables": map[string]any{"customer": "Ada"}}})
+		if r.Status == http.StatusCreated {
+			id = r.Str("id")
+			return true
+		}
+		return false
+	})
+	c := w.waitStatus(t, kLive, id, "ended")
+	if c.Str("end_reason") != "busy" {
+		t.Fatalf("ended %s", c)
+	}
+	d, _ := c.JSON["end_detail"].(map[string]any)
+	if d == nil || d["sip_status"] != float64(486) || d["q850_cause"] != float64(17) || d["text"] != "the trunk answered 486 Busy Here (Q.850 cause 17)" {
+		t.Fatalf("end_detail %v", c.JSON["end_detail"])
+	}
+	if msg := <-sippDone; msg != "" {
+		t.Fatal(msg)
+	}
+}
