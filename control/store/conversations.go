@@ -56,9 +56,9 @@ type Conversation struct {
 	Turns         json.RawMessage // an array of turn metrics
 	Cost          json.RawMessage // an object
 	CostMicros    int64
-	OwnerNode     string // the node that runs it while it is live
-	Recording     string // the recording's path under the data directory; "" when none
-	LastSeq       int64  // the seq of the newest stored transcript line
+	OwnerNode     string      // the node that runs it while it is live
+	Recording     string      // the recording's path under the data directory; "" when none
+	LastSeq       int64       // the seq of the newest stored transcript line
 	Outcome       CallOutcome // how a call leg ended (issue 22); zero when nothing applies
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
@@ -327,7 +327,7 @@ type ConversationEnd struct {
 	Turns      json.RawMessage // an array; nil keeps what is stored
 	Cost       json.RawMessage // an object; nil keeps what is stored
 	CostMicros int64
-	Recording  string // "" keeps what is stored
+	Recording  string      // "" keeps what is stored
 	Outcome    CallOutcome // how the call leg ended; zero stores nothing
 }
 
