@@ -389,6 +389,25 @@ func (q *Queries) ActiveConversations(ctx context.Context, olderThan time.Time, 
 		[]any{ts(normTime(olderThan)), clampLimit(limit)}, scanConversation)
 }
 
+// ActiveOwners returns the nodes that own conversations not ended (issue 22: the nodes whose
+// loss must end calls).
+func (q *Queries) ActiveOwners(ctx context.Context) ([]string, error) {
+	return list(ctx, q, "list active owners",
+		`SELECT DISTINCT owner_node FROM conversations WHERE status <> 'ended' AND owner_node IS NOT NULL ORDER BY owner_node LIMIT 1000`,
+		nil, func(r rowScanner) (string, error) {
+			var s string
+			err := r.Scan(&s)
+			return s, err
+		})
+}
+
+// ActiveConversationsOf returns up to limit conversations not ended that node owns.
+func (q *Queries) ActiveConversationsOf(ctx context.Context, node string, limit int) ([]Conversation, error) {
+	return list(ctx, q, "list active conversations of a node",
+		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND owner_node = $1 ORDER BY updated_at LIMIT $2`,
+		[]any{node, clampLimit(limit)}, scanConversation)
+}
+
 // TouchConversation sets updated_at, so that a live conversation is not taken for a lost one.
 func (q *Queries) TouchConversation(ctx context.Context, id ConversationID, at time.Time) error {
 	_, err := q.exec(ctx, "touch conversation", `UPDATE conversations SET updated_at = $2 WHERE id = $1 AND status <> 'ended'`,

@@ -108,6 +108,17 @@ func testConversationStatus(t *testing.T, open Opener) {
 	}
 	_, err := w.s.SetConversationStatus(ctx, c.ID, store.ConvEnded, at)
 	wantErr(t, "status ended", err, store.ErrInvalid)
+	// Issue 22 item 9: the owners of conversations not ended, and a node's conversations.
+	node := "node-" + string(c.ID)
+	if err := w.s.SetConversationOwner(ctx, c.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	if owners := must[[]string](t, "owners")(w.s.ActiveOwners(ctx)); !slices.Contains(owners, node) {
+		t.Fatalf("active owners %v lack %s", owners, node)
+	}
+	if cs := must[[]store.Conversation](t, "of node")(w.s.ActiveConversationsOf(ctx, node, 10)); len(cs) != 1 || cs[0].ID != c.ID {
+		t.Fatalf("conversations of %s: %+v", node, cs)
+	}
 	bad := store.ConversationEnd{Reason: "busy", At: at, Outcome: store.CallOutcome{SIPStatus: 99}}
 	if _, err := w.s.EndConversation(ctx, c.ID, bad); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("SIP status 99: %v", err)
@@ -128,6 +139,9 @@ func testConversationStatus(t *testing.T, open Opener) {
 		t.Fatalf("after end: %+v", got)
 	}
 	sameJSON(t, "turns", json.RawMessage(got.Turns), json.RawMessage(`[{"turn":1}]`))
+	if cs := must[[]store.Conversation](t, "of node")(w.s.ActiveConversationsOf(ctx, node, 10)); len(cs) != 0 {
+		t.Fatalf("an ended conversation listed as active: %+v", cs)
+	}
 	if got.Outcome != end.Outcome { // issue 22 item 8
 		t.Fatalf("outcome %+v, want %+v", got.Outcome, end.Outcome)
 	}
