@@ -253,6 +253,14 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (Deleted
 		if before.Recording != "" {
 			files = append(files, before.Recording)
 		}
+		if !textual(before) {
+			// Issue 22 item 3: a recording never named on the row (its call cut off by a
+			// crash, or its name not stored yet) is caller audio the deletion promised to
+			// remove too.
+			if own := RecordingPath(before.ID); own != before.Recording {
+				files = append(files, own)
+			}
+		}
 		atts, err := tx.DeleteConversationAttachments(ctx, conv.ID)
 		if err != nil {
 			return Deleted{}, err
@@ -280,6 +288,11 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (Deleted
 		}
 	}
 	return out, nil
+}
+
+// RecordingPath is where the runtime records a voice conversation, under the data directory.
+func RecordingPath(id store.ConversationID) string {
+	return filepath.ToSlash(filepath.Join("recordings", string(id)+".wav"))
 }
 
 // dataPath is the absolute path of a file kept under the data directory.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	voicechannels "github.com/parley-voice/parley/control/channels"
+	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/sip"
@@ -101,5 +103,34 @@ func TestCallBusyEndDetail(t *testing.T) {
 	}
 	if msg := <-sippDone; msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestDeleteRemovesUnnamedRecording (issue 22 item 3): deleting a call removes its recording
+// file even when the file was never named on the conversation (a call cut off by a crash).
+func TestDeleteRemovesUnnamedRecording(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{}})
+	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))
+	ctx := context.Background()
+	c, err := w.st.CreateConversation(ctx, store.Conversation{OrgID: w.org.ID, ProjectID: w.p1.ID, AgentID: store.AgentID(agent),
+		Channel: store.ChannelPhone, Direction: "outbound", Mode: store.ModeLive, Language: "en", ToNumber: "+14155550100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: "network_lost", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(w.dataDir, "recordings", string(c.ID)+".wav")
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if err := os.WriteFile(path, []byte("RIFF"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.conv(t, kLive, string(c.ID)); got.JSON["has_recording"] != false {
+		t.Fatalf("has_recording %v", got.JSON["has_recording"])
+	}
+	w.must(t, 200, req{method: "DELETE", path: "/v1/conversations/" + string(c.ID), key: kLive})
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the recording is still on disk: %v", err)
 	}
 }
