@@ -101,6 +101,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	a.TransferCheck = channels.TransferChecker{Store: n.Store, Allow: n.cfg.TransferAllow}.Check // issue 22 item 7
 	a.Services()
 }
 

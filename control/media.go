@@ -147,6 +147,9 @@ func (s *storeTrunks) load(ctx context.Context) ([]sip.Trunk, error) {
 	out := make([]sip.Trunk, 0, len(rows))
 	for _, t := range rows {
 		st, err := toSIPTrunk(t, s.box)
+		if err == nil {
+			err = withNetworks(ctx, s.st, t.ID, &st) // issue 22 item 7
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -179,6 +182,19 @@ func toSIPTrunk(t store.Trunk, box *secrets.Box) (sip.Trunk, error) {
 	}
 	return sip.Trunk{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: tr, Username: t.Username, Password: pw,
 		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain}, nil
+}
+
+// withNetworks adds the trunk's transfer and media networks to st.
+func withNetworks(ctx context.Context, q *store.Store, id store.TrunkID, st *sip.Trunk) error {
+	n, err := q.GetTrunkNetworks(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st.TransferAllow, err = sip.ParsePrefixes(n.TransferAllow); err != nil {
+		return err
+	}
+	st.MediaCIDRs, err = sip.ParsePrefixes(n.MediaCIDRs)
+	return err
 }
 
 // MatchSource implements sip.TrunkSource.

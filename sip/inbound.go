@@ -174,10 +174,16 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 			fail(r, session.EndFailed)
 			return
 		}
+		if !mediaAllowed(trunk.MediaCIDRs, n.Remote) { // issue 22 item 7
+			med.close()
+			fail(RefuseMediaAddress(n.Remote.Addr()), session.EndFailed)
+			return
+		}
 	} else {
 		sdpOut = buildOffer(s.o.Codecs, med.local, origin, SendRecv)
 	}
 	l := s.newLeg(false, med, log)
+	l.mediaCIDRs = trunk.MediaCIDRs
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),

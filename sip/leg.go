@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,8 @@ type leg struct {
 	onMedia   func(l *leg, n Negotiated) // a re-INVITE or UPDATE changed the media (hold)
 	// pendingAuth is the credentials header of our next INVITE after a 401/407.
 	pendingAuth sip.Header
+	// mediaCIDRs are the networks the peer's SDP may put media at (the trunk's); nil any.
+	mediaCIDRs []netip.Prefix
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -413,6 +416,10 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		n, answer, err = answerOffer(offer, l.s.preferCurrent(l), l.med.local, origin)
 		if err != nil {
 			l.s.refuse(tx, req, &Refusal{Status: 488, Reason: "no common codec", Warning: 305, Cause: err})
+			return
+		}
+		if !mediaAllowed(l.mediaCIDRs, n.Remote) { // issue 22 item 7
+			l.s.refuse(tx, req, RefuseMediaAddress(n.Remote.Addr()))
 			return
 		}
 	} else {

@@ -244,6 +244,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		fromURI = sip.Uri{Scheme: "sip", User: fromUser, Host: fromHost}
 	}
 	l := s.newLeg(true, med, log)
+	l.mediaCIDRs = sp.trunk.MediaCIDRs
 	toURI := sip.Uri{Scheme: sp.target.Scheme, User: sp.target.User, Host: sp.target.Host, Port: sp.target.Port}
 	l.d = dialog{
 		callID: newUUID(), localTag: newTag(), local: fromURI, remote: toURI, localName: sp.fromName,
@@ -512,6 +513,10 @@ func (s *Server) acceptAnswer(l *leg, req *sip.Request, res *sip.Response) error
 	if err != nil {
 		l.end(session.EndFailed, true, "no common codec")
 		return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "no common codec", Cause: err}
+	}
+	if !mediaAllowed(l.mediaCIDRs, n.Remote) { // issue 22 item 7
+		l.end(session.EndFailed, true, "media address not allowed")
+		return &DialError{Outcome: OutcomeFailed, Reason: "media address " + n.Remote.Addr().String() + " outside the trunk's media networks"}
 	}
 	l.mu.Lock()
 	l.neg, l.haveNeg = n, true

@@ -52,6 +52,11 @@ type Trunk struct {
 	// FromDomain, when set, is the host part of the From URI of outbound calls (some carriers
 	// identify the account by it); empty uses Parley's advertised address.
 	FromDomain string
+	// Issue 22 item 7 (see trunkguard.go): TransferAllow lists the non-public networks this
+	// trunk's calls may be transferred to, on top of Options.TransferAllow; MediaCIDRs, when
+	// set, are the only networks the carrier's SDP may put media at (carriers publish them).
+	TransferAllow []netip.Prefix
+	MediaCIDRs    []netip.Prefix
 }
 
 // Allows reports whether src may send INVITEs for this trunk.

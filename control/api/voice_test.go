@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	voicechannels "github.com/parley-voice/parley/control/channels"
+	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
@@ -133,4 +135,43 @@ func TestDeleteRemovesUnnamedRecording(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the recording is still on disk: %v", err)
 	}
+}
+
+// TestTransferDestinationChecked (issue 22 item 7): the API refuses, with 422
+// transfer_destination_not_allowed, a transfer of a live call to a SIP URI on loopback or a
+// private network, unless the call's trunk allows that network; numbers and public
+// addresses pass.
+func TestTransferDestinationChecked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	ctx := context.Background()
+	tr, err := w.st.CreateTrunk(ctx, nil, store.NewTrunk{Name: "pbx", URI: "sip:pbx.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.st.SetTrunkNetworks(ctx, tr.ID, store.TrunkNetworks{TransferAllow: []string{"10.1.0.0/16"}}); err != nil {
+		t.Fatal(err)
+	}
+	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))
+	if _, err := w.st.CreatePhoneNumber(ctx, storeNumber(w, agent, "+14155550001", "pbx")); err != nil {
+		t.Fatal(err)
+	}
+	w.api.Conversations.TransferCheck = voicechannels.TransferChecker{Store: w.st}.Check
+	w.dialer.mu.Lock()
+	w.dialer.trunks["pbx"] = true
+	w.dialer.mu.Unlock()
+	r := w.must(t, 201, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("xfer"),
+		body: map[string]any{"agent_id": agent, "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"}}})
+	id := r.Str("id")
+	w.waitStatus(t, kLive, id, "in_progress")
+	for _, dest := range []string{"sip:desk@127.0.0.1:5060", "sip:desk@10.2.0.1", "sip:desk@[::1]", "sip:desk@169.254.169.254"} {
+		p := w.fails(t, 422, fault.CodeTransferNotAllowed, req{method: "POST", path: "/v1/conversations/" + id + "/transfer", key: kLive, body: map[string]any{"destination": dest}})
+		if !strings.Contains(p.Str("detail"), "not allowed") {
+			t.Errorf("%s: detail %q", dest, p.Str("detail"))
+		}
+	}
+	// Inside the trunk's allow-list: accepted (the fake trunk carries it out).
+	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/transfer", key: kLive, body: map[string]any{"destination": "sip:desk@10.1.2.3"}})
+	w.waitStatus(t, kLive, id, "ended")
 }

@@ -50,6 +50,10 @@ type Service struct {
 	Log     *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// TransferCheck refuses a transfer destination of call c (issue 22 item 7: a SIP URI on a
+	// non-public address its trunk and the node do not allow) with a *fault.Error
+	// (transfer_destination_not_allowed); nil checks nothing.
+	TransferCheck func(ctx context.Context, c store.Conversation, dest string) error
 }
 
 func (s *Service) now() time.Time {
