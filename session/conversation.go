@@ -42,6 +42,22 @@ type Sink interface {
 	Ended(reason EndReason, cost Cost)
 }
 
+// AgentSayingSink is a Sink that also hears the agent's reply as it is spoken (issue 22 item
+// 13: a page shows the agent's line live): each chunk of text (a sentence, mostly) when its
+// audio starts to go out, with the number of the reply it belongs to. The complete line still
+// comes by LineAdded, with only what was heard when the caller cut in. It is called from the
+// speaker's goroutine and must return at once.
+type AgentSayingSink interface {
+	AgentSaying(reply int, text string)
+}
+
+// agentSaying passes a chunk that starts playing to the sink, when it listens.
+func (c *Conversation) agentSaying(reply int, text string) {
+	if as, ok := c.sink.(AgentSayingSink); ok {
+		as.AgentSaying(reply, text)
+	}
+}
+
 // Errors of the text channel and of commands.
 var (
 	ErrEnded = errors.New("session: the conversation has ended")

@@ -71,11 +71,11 @@ func (ConversationWithTranscript) SchemaDoc() string {
 // TranscriptLine is one line of a conversation's transcript.
 type TranscriptLine struct {
 	Object      string          `json:"object" jsonschema:"enum=transcript_line"`
-	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
+	Seq         int64           `json:"seq" doc:"Grows by one per line. A line is numbered when it is complete (a user line at the end of the caller's turn, an agent line once it was spoken), so seq orders lines by completion, not by start: a caller who speaks over the agent gets a line after the agent's. Sort by started_at for a timeline." jsonschema:"minimum=1"`
 	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
 	Text        string          `json:"text"`
-	Start       time.Time       `json:"start"`
-	End         time.Time       `json:"end"`
+	Start       time.Time       `json:"started_at" doc:"When the line began: the caller's first word, the agent's first audio out."`
+	End         time.Time       `json:"ended_at" doc:"When the line was complete (the caller's last word, the agent's last audio out)."`
 	Interrupted bool            `json:"interrupted" doc:"An agent line cut by the caller: text is what was heard."`
 	Meta        json.RawMessage `json:"meta" doc:"What else the line carries (an object): a tool's name and arguments, say." jsonschema:"type=object"`
 }
