@@ -215,5 +215,9 @@ func (n *Node) webCalls() runtime.WebCalls {
 	if n.media == nil {
 		return nil
 	}
-	return channels.WebCalls(n.media.webrtc)
+	wc := channels.WebCalls(n.media.webrtc)
+	if n.metrics != nil {
+		wc = webCallCounter{WebCalls: wc, v: n.metrics.voice} // issue 22 item 11
+	}
+	return wc
 }
