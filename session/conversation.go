@@ -1247,6 +1247,7 @@ func (c *Conversation) onHold(on bool) {
 		return
 	}
 	c.held = on
+	c.taps.hold(on) // a recording pauses while on hold
 	if c.takeover != nil {
 		return // a human has the call: the takeover carries on as it is
 	}

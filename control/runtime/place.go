@@ -240,6 +240,7 @@ func (rt *Runtime) startRecording(l *live, sess *session.Conversation) *media.Re
 		rt.log.Warn("recording: cannot start", "conversation", l.conv.ID, "err", err)
 		return nil
 	}
+	sess.AddTap(session.HoldRecorder{Rec: rec}) // paused while the call is on hold
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
