@@ -119,14 +119,14 @@ type Recorder struct {
 	start    time.Time
 	paused   bool      // Pause: writes are dropped and the timeline stands still
 	pausedAt time.Time // when the pause began
-	slots  []int16
-	slotN  []int32
-	slotCh []RecordChannel
-	slotT  []int64 // the timeline frame at which Write was called
-	head   int
-	count  int
-	notify chan struct{}
-	closed bool
+	slots    []int16
+	slotN    []int32
+	slotCh   []RecordChannel
+	slotT    []int64 // the timeline frame at which Write was called
+	head     int
+	count    int
+	notify   chan struct{}
+	closed   bool
 
 	failed  atomic.Bool
 	errMu   sync.Mutex

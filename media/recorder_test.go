@@ -627,7 +627,7 @@ func TestRecorderPauseResume(t *testing.T) {
 		clk.Advance(20 * time.Millisecond)
 	}
 	r.Pause()
-	r.Pause() // twice: one pause
+	r.Pause()       // twice: one pause
 	for range 250 { // 5 s of hold music, not recorded
 		if r.Write(RecordCaller, frame(99)) {
 			t.Fatal("a frame was taken while paused")
