@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/go-chi/chi/v5"
@@ -24,6 +25,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -61,6 +63,9 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
+	Box   *secrets.Box
+	Vault *vault.Service
 }
 
 func (a *API) now() time.Time {
@@ -84,6 +89,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Vault == nil {
+		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
 	r := chi.NewRouter()

@@ -159,6 +159,11 @@ const (
 
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
+
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound  = "vault_secret_not_found"
+	CodeSecretNameTaken = "vault_secret_name_taken"
+	CodeSecretInUse     = "vault_secret_in_use"
 )
 
 var Codes = map[string]Code{
@@ -235,6 +240,11 @@ var Codes = map[string]Code{
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
 
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
+
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.
