@@ -108,11 +108,10 @@ func TestCallBusyEndDetail(t *testing.T) {
 	}
 }
 
-// TestDeleteRemovesUnnamedRecording (issue 22 item 3): deleting a call removes its recording
+// testDeleteRemovesUnnamedRecording (issue 22 item 3): deleting a call removes its recording
 // file even when the file was never named on the conversation (a call cut off by a crash).
-func TestDeleteRemovesUnnamedRecording(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{}})
+func testDeleteRemovesUnnamedRecording(t *testing.T, e engine) {
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
 	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))
 	ctx := context.Background()
 	c, err := w.st.CreateConversation(ctx, store.Conversation{OrgID: w.org.ID, ProjectID: w.p1.ID, AgentID: store.AgentID(agent),
@@ -137,13 +136,17 @@ func TestDeleteRemovesUnnamedRecording(t *testing.T) {
 	}
 }
 
-// TestTransferDestinationChecked (issue 22 item 7): the API refuses, with 422
+var _ = register(
+	scenario{"TransferDestinationChecked", testTransferDestinationChecked},
+	scenario{"DeleteRemovesUnnamedRecording", testDeleteRemovesUnnamedRecording},
+)
+
+// testTransferDestinationChecked (issue 22 item 7): the API refuses, with 422
 // transfer_destination_not_allowed, a transfer of a live call to a SIP URI on loopback or a
 // private network, unless the call's trunk allows that network; numbers and public
 // addresses pass.
-func TestTransferDestinationChecked(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, migrate(t, storeOptions(t)), worldOpts{conv: &convOpts{}})
+func testTransferDestinationChecked(t *testing.T, e engine) {
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
 	w.credit(t, 10)
 	ctx := context.Background()
 	tr, err := w.st.CreateTrunk(ctx, nil, store.NewTrunk{Name: "pbx", URI: "sip:pbx.example.test"})
