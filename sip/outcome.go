@@ -29,10 +29,12 @@ type DialError struct {
 	Status  int
 	Reason  string // the response's reason phrase, or what happened
 	Detail  string
+	Cause   error
+	// Redirects are the 3xx steps the dial took (issue 21).
+	Redirects []Redirect
 	// Q850 is the ITU-T Q.850 cause: the one the final response's Reason header carried
 	// (RFC 3326), or the one Parley sent in its CANCEL (19 after the ring timeout); 0 none.
-	Q850  int
-	Cause error
+	Q850 int
 }
 
 func (e *DialError) Error() string {

@@ -1,5 +1,5 @@
--- 0009 voice (issue 22): how a call leg ended, and the networks a trunk's transfers and media
--- may use (SQLite). Keep in step with ../postgres/0009_voice.sql.
+-- 0010 voice (issue 22): how a call leg ended, and the networks a trunk's transfers and media
+-- may use (SQLite). Keep in step with ../postgres/0010_voice.sql.
 
 -- The SIP final status, the Q.850 cause (RFC 3326 Reason) and a short detail written for a
 -- person, of a call that ended before or without an answer; NULL when none applies.
