@@ -73,7 +73,11 @@ func TestSippSoak(t *testing.T) {
 	var started, ended atomic.Int64
 	reasons := map[session.EndReason]int{}
 	var reasonsMu sync.Mutex
-	rt := soakRouter{plan: sip.Plan{Conversation: factory, RingFor: 100 * time.Millisecond, OnEvent: func(ev sip.Event) {
+	// A second of ringing, as a phone rings: a CANCEL sent right behind its INVITE finds the
+	// INVITE pending even when this shared machine delays it by hundreds of milliseconds (a
+	// CANCEL that comes after the 200 rightly has no effect, RFC 3261 §9.2, and the scenario
+	// would count it as a failed call).
+	rt := soakRouter{plan: sip.Plan{Conversation: factory, RingFor: time.Second, OnEvent: func(ev sip.Event) {
 		switch ev.Kind {
 		case sip.EventRinging:
 			started.Add(1)
