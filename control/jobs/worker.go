@@ -370,6 +370,9 @@ func (w *Worker) execute(hctx context.Context, j *Job) {
 	case lost:
 		w.leaseLost.Add(1)
 		log.WarnContext(rctx, "jobs: lost the job's lease while running it; another worker runs it again", "err", err)
+	case err == nil && j.requeued.Load():
+		w.retried.Add(1)
+		log.DebugContext(rctx, "jobs: the handler queued the job again")
 	case err == nil:
 		if cerr := w.o.Store.CompleteJob(rctx, j.lease, now); cerr != nil {
 			if errors.Is(cerr, store.ErrConflict) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 )
@@ -345,24 +346,7 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 	return err
 }
 
-// EventData is the data of a conversation event: what it was and how it went. The start values,
-// metadata and phone numbers are included; receivers that must not see them drop them.
-func EventData(c store.Conversation) map[string]any {
-	d := map[string]any{
-		"conversation_id": c.ID, "agent_id": c.AgentID, "project_id": c.ProjectID, "channel": c.Channel,
-		"direction": c.Direction, "status": c.Status, "mode": c.Mode, "created_at": c.CreatedAt,
-	}
-	if c.EndReason != "" {
-		d["end_reason"] = c.EndReason
-	}
-	if c.EndedAt != nil {
-		d["ended_at"] = *c.EndedAt
-	}
-	if c.ExternalID != "" {
-		d["external_id"] = c.ExternalID
-	}
-	if c.AgentVersion > 0 {
-		d["agent_version"] = c.AgentVersion
-	}
-	return d
-}
+// EventData is the data of a conversation event: the conversation as it is (issue 14: one
+// shape, events.ConversationData, for every conversation event). The start values, metadata
+// and phone numbers are included; receivers that must not see them get them stripped.
+func EventData(c store.Conversation) events.ConversationData { return events.ConversationOf(c) }

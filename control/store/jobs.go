@@ -136,6 +136,9 @@ func (q *Queries) EnqueueJob(ctx context.Context, nj NewJob) (Job, bool, error) 
 			func(r rowScanner) (err error) { j, err = scanJob(r); return err })
 		if err == nil {
 			created = true
+			if !j.NextAttemptAt.After(j.CreatedAt) {
+				q.noteEnqueued(j.Kind)
+			}
 			return nil
 		}
 		if !isNotFound(err) || nj.DedupeKey == "" {
