@@ -48,6 +48,8 @@ type persister struct {
 
 	wake chan struct{}
 	done chan struct{} // closed once the end is stored
+
+	transcript transcriptBatcher // issue 14
 }
 
 func newPersister(rt *Runtime, conv store.Conversation) *persister {
@@ -215,7 +217,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 	statuses := p.statuses
 	p.mu.Unlock()
 	for i, sc := range statuses {
-		if _, err := p.rt.store.SetConversationStatus(ctx, p.conv.ID, sc.status, sc.at); err != nil {
+		if err := p.rt.setStatus(ctx, p.conv, sc.status, sc.at); err != nil { // issue 14: with conversation.started
 			p.mu.Lock()
 			p.statuses = p.statuses[i:]
 			p.mu.Unlock()
@@ -271,6 +273,10 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 		p.queue = p.queue[len(ready):]
 		p.mu.Unlock()
 		p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: top})
+		p.transcript.add(rows) // issue 14: conversation.transcript batches
+	}
+	if err := p.transcript.flush(ctx, p, ending); err != nil {
+		return false, err
 	}
 	if !ending {
 		return false, nil
@@ -341,7 +347,14 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 		data, _ := json.Marshal(EventData(ended))
 		_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
 			ConversationID: c.ID, AgentID: c.AgentID, Data: data})
-		return err
+		if err != nil {
+			return err
+		}
+		// issue 14: the whole transcript, and the post-call analysis, with the end.
+		if err := rt.finalTranscript(ctx, tx, ended); err != nil {
+			return err
+		}
+		return rt.enqueueAnalysis(ctx, tx, ended)
 	})
 	return err
 }
