@@ -12,12 +12,17 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/secrets"
+	"github.com/parley-voice/parley/internal/netguard"
 
 	"github.com/go-chi/chi/v5"
 
@@ -58,6 +63,15 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+
+	// issue 14: events, webhook receivers and post-call analysis. Box seals the receivers'
+	// signing secrets (nil: a key made for this process, for tests); Outbound checks their
+	// addresses (nil: the strict guard).
+	Box      *secrets.Box
+	Outbound *netguard.Guard
+	Events   *events.Service
+	Webhooks *webhooks.Service
+	Analysis *analysis.Service
 }
 
 func (a *API) now() time.Time {
@@ -83,6 +97,7 @@ func (a *API) Routes() chi.Router {
 		a.Projects = &projects.Service{Store: a.Store}
 	}
 	a.Services()
+	a.webhookServices()
 	r := chi.NewRouter()
 	r.Use(cors)
 	r.Use(a.gate)

@@ -58,6 +58,18 @@ var specIndex = map[string]string{
 	"listCreditTransactions":    "GET /v1/billing/transactions",
 	"listAuditEvents":           "GET /v1/audit-events",
 	"createTestInboundCall":     "POST /v1/test/inbound-calls",
+	// issue 14
+	"analyzeConversation":   "POST /v1/conversations/{conversation_id}/analysis",
+	"listEvents":            "GET /v1/events",
+	"listWebhookReceivers":  "GET /v1/webhooks",
+	"createWebhookReceiver": "POST /v1/webhooks",
+	"getWebhookReceiver":    "GET /v1/webhooks/{receiver_id}",
+	"updateWebhookReceiver": "PATCH /v1/webhooks/{receiver_id}",
+	"deleteWebhookReceiver": "DELETE /v1/webhooks/{receiver_id}",
+	"listWebhookDeliveries": "GET /v1/webhooks/{receiver_id}/deliveries",
+	"resendWebhookDelivery": "POST /v1/webhooks/{receiver_id}/deliveries/{delivery_id}/resend",
+	"rotateWebhookSecret":   "POST /v1/webhooks/{receiver_id}/rotate-secret",
+	"testWebhookReceiver":   "POST /v1/webhooks/{receiver_id}/test",
 }
 
 // extensions are the operations Parley adds to the specification's index; each is marked

@@ -105,14 +105,14 @@ type TranscriptData struct {
 	Object         string           `json:"object" jsonschema:"enum=conversation_transcript"`
 	ConversationID string           `json:"conversation_id" jsonschema:"format=uuid"`
 	Final          bool             `json:"final" doc:"false: the final lines of about the last second; true: the whole transcript, sent once the conversation has ended."`
-	Lines          []TranscriptLine `json:"lines"`
+	Lines          []EventTranscriptLine `json:"lines"`
 }
 
 // SchemaDoc describes the object in the document.
 func (TranscriptData) SchemaDoc() string { return "Transcript lines of a conversation." }
 
-// TranscriptLine is one line of TranscriptData.
-type TranscriptLine struct {
+// EventTranscriptLine is one line of TranscriptData.
+type EventTranscriptLine struct {
 	Seq         int64     `json:"seq" jsonschema:"minimum=1"`
 	Role        string    `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
 	Text        string    `json:"text"`
@@ -122,13 +122,13 @@ type TranscriptLine struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (TranscriptLine) SchemaDoc() string { return "One final transcript line." }
+func (EventTranscriptLine) SchemaDoc() string { return "One final transcript line." }
 
 // LinesOf is the transcript form of stored lines.
-func LinesOf(ls []store.ConversationLine) []TranscriptLine {
-	out := make([]TranscriptLine, len(ls))
+func LinesOf(ls []store.ConversationLine) []EventTranscriptLine {
+	out := make([]EventTranscriptLine, len(ls))
 	for i, l := range ls {
-		out[i] = TranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted}
+		out[i] = EventTranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted}
 	}
 	return out
 }

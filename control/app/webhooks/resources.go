@@ -8,8 +8,8 @@ import (
 	"github.com/parley-voice/parley/control/store"
 )
 
-// Receiver is the WebhookReceiver object of the interface.
-type Receiver struct {
+// WebhookReceiver is the WebhookReceiver object of the interface.
+type WebhookReceiver struct {
 	Object                  string     `json:"object" jsonschema:"enum=webhook_receiver"`
 	ID                      string     `json:"id" jsonschema:"format=uuid"`
 	ProjectID               string     `json:"project_id" jsonschema:"format=uuid"`
@@ -28,24 +28,24 @@ type Receiver struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (Receiver) SchemaDoc() string {
+func (WebhookReceiver) SchemaDoc() string {
 	return "A webhook receiver: an https address that hears a project's events, signed by Standard Webhooks v1."
 }
 
-// ReceiverWithSecret is a Receiver with its signing secret: the answer of creation and of a
+// WebhookReceiverWithSecret is a WebhookReceiver with its signing secret: the answer of creation and of a
 // rotation, the only answers that ever carry the secret.
-type ReceiverWithSecret struct {
-	Receiver
+type WebhookReceiverWithSecret struct {
+	WebhookReceiver
 	Secret string `json:"secret" doc:"The signing secret, shown in this answer only: whsec_ followed by the base64 of 32 random bytes. Verify each delivery with it (Standard Webhooks v1)." jsonschema:"pattern=^whsec_[A-Za-z0-9+/=]{32,}$"`
 }
 
 // SchemaDoc describes the object in the document.
-func (ReceiverWithSecret) SchemaDoc() string {
+func (WebhookReceiverWithSecret) SchemaDoc() string {
 	return "A webhook receiver with its signing secret, which no other answer shows."
 }
 
-// ReceiverCreate is the body of POST /v1/webhooks.
-type ReceiverCreate struct {
+// WebhookReceiverCreate is the body of POST /v1/webhooks.
+type WebhookReceiverCreate struct {
 	ProjectID     string    `json:"project_id" jsonschema:"format=uuid"`
 	URL           string    `json:"url" doc:"A public https address (a host that resolves to public addresses only)." jsonschema:"minLength=9,maxLength=2048"`
 	Events        *[]string `json:"events,omitempty" doc:"The event types it hears; left out or null: every type except conversation.transcript and form.abandoned, and new types as they come." jsonschema:"nullable,maxItems=50,uniqueItems=true"`
@@ -54,10 +54,10 @@ type ReceiverCreate struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (ReceiverCreate) SchemaDoc() string { return "A webhook receiver to create." }
+func (WebhookReceiverCreate) SchemaDoc() string { return "A webhook receiver to create." }
 
-// ReceiverUpdate is the body of PATCH /v1/webhooks/{receiver_id}.
-type ReceiverUpdate struct {
+// WebhookReceiverUpdate is the body of PATCH /v1/webhooks/{receiver_id}.
+type WebhookReceiverUpdate struct {
 	URL           *string             `json:"url,omitempty" doc:"A public https address." jsonschema:"minLength=9,maxLength=2048"`
 	Events        app.Patch[[]string] `json:"events,omitzero" doc:"The event types it hears; null: back to the default set." jsonschema:"nullable,maxItems=50,uniqueItems=true"`
 	AgentIDs      *[]string           `json:"agent_ids,omitempty" doc:"Only these agents' conversations; empty: every agent." jsonschema:"maxItems=100,uniqueItems=true"`
@@ -66,35 +66,35 @@ type ReceiverUpdate struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (ReceiverUpdate) SchemaDoc() string {
+func (WebhookReceiverUpdate) SchemaDoc() string {
 	return "Changes to a webhook receiver; members left out stay as they are."
 }
 
 // SchemaExtras asks for at least one member.
-func (ReceiverUpdate) SchemaExtras() map[string]any { return map[string]any{"minProperties": 1} }
+func (WebhookReceiverUpdate) SchemaExtras() map[string]any { return map[string]any{"minProperties": 1} }
 
-// Delivery is the WebhookDelivery object: one event sent to one receiver, with its attempts.
-type Delivery struct {
-	Object        string     `json:"object" jsonschema:"enum=webhook_delivery"`
-	ID            string     `json:"id" doc:"The webhook-id header of every attempt: the receiver's idempotency key." jsonschema:"format=uuid"`
-	ReceiverID    string     `json:"receiver_id" jsonschema:"format=uuid"`
-	EventID       string     `json:"event_id" jsonschema:"format=uuid"`
-	EventType     string     `json:"event_type"`
-	Status        string     `json:"status" doc:"pending while attempts remain, delivered once a 2xx answer came, failed after the last attempt (or a 410)." jsonschema:"enum=pending,enum=delivered,enum=failed"`
-	AttemptCount  int        `json:"attempt_count" jsonschema:"minimum=0"`
-	NextAttemptAt *time.Time `json:"next_attempt_at" doc:"When the next attempt is due (pending only)." jsonschema:"nullable"`
-	CreatedAt     time.Time  `json:"created_at"`
-	DeliveredAt   *time.Time `json:"delivered_at" jsonschema:"nullable"`
-	Attempts      []Attempt  `json:"attempts" doc:"Every attempt, oldest first."`
+// WebhookDelivery is the WebhookDelivery object: one event sent to one receiver, with its attempts.
+type WebhookDelivery struct {
+	Object        string           `json:"object" jsonschema:"enum=webhook_delivery"`
+	ID            string           `json:"id" doc:"The webhook-id header of every attempt: the receiver's idempotency key." jsonschema:"format=uuid"`
+	ReceiverID    string           `json:"receiver_id" jsonschema:"format=uuid"`
+	EventID       string           `json:"event_id" jsonschema:"format=uuid"`
+	EventType     string           `json:"event_type"`
+	Status        string           `json:"status" doc:"pending while attempts remain, delivered once a 2xx answer came, failed after the last attempt (or a 410)." jsonschema:"enum=pending,enum=delivered,enum=failed"`
+	AttemptCount  int              `json:"attempt_count" jsonschema:"minimum=0"`
+	NextAttemptAt *time.Time       `json:"next_attempt_at" doc:"When the next attempt is due (pending only)." jsonschema:"nullable"`
+	CreatedAt     time.Time        `json:"created_at"`
+	DeliveredAt   *time.Time       `json:"delivered_at" jsonschema:"nullable"`
+	Attempts      []WebhookAttempt `json:"attempts" doc:"Every attempt, oldest first."`
 }
 
 // SchemaDoc describes the object in the document.
-func (Delivery) SchemaDoc() string {
+func (WebhookDelivery) SchemaDoc() string {
 	return "One event sent to one receiver, with how each attempt went."
 }
 
-// Attempt is one POST of a delivery.
-type Attempt struct {
+// WebhookAttempt is one POST of a delivery.
+type WebhookAttempt struct {
 	Number       int       `json:"number" jsonschema:"minimum=1"`
 	At           time.Time `json:"at"`
 	StatusCode   *int      `json:"status_code" doc:"The answer's status; null when none came (a connection refused, a timeout)." jsonschema:"nullable"`
@@ -104,11 +104,11 @@ type Attempt struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (Attempt) SchemaDoc() string { return "One attempt of a delivery." }
+func (WebhookAttempt) SchemaDoc() string { return "One attempt of a delivery." }
 
 // ViewReceiver is the interface's form of a stored receiver.
-func ViewReceiver(r store.Receiver, now time.Time) Receiver {
-	v := Receiver{Object: "webhook_receiver", ID: string(r.ID), ProjectID: string(r.ProjectID), Mode: string(r.Mode), URL: r.URL,
+func ViewReceiver(r store.Receiver, now time.Time) WebhookReceiver {
+	v := WebhookReceiver{Object: "webhook_receiver", ID: string(r.ID), ProjectID: string(r.ProjectID), Mode: string(r.Mode), URL: r.URL,
 		Events: r.Events, DefaultEvents: r.Events == nil, AgentIDs: make([]string, len(r.AgentIDs)), IncludeValues: r.IncludeValues,
 		Enabled: r.DisabledAt == nil, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if v.Events == nil {
@@ -128,15 +128,15 @@ func ViewReceiver(r store.Receiver, now time.Time) Receiver {
 }
 
 // ViewDelivery is the interface's form of a stored delivery.
-func ViewDelivery(d store.Delivery) Delivery {
-	v := Delivery{Object: "webhook_delivery", ID: string(d.ID), ReceiverID: string(d.ReceiverID), EventID: string(d.EventID),
+func ViewDelivery(d store.Delivery) WebhookDelivery {
+	v := WebhookDelivery{Object: "webhook_delivery", ID: string(d.ID), ReceiverID: string(d.ReceiverID), EventID: string(d.EventID),
 		EventType: d.EventType, Status: d.Status, AttemptCount: d.Attempts, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt,
-		Attempts: make([]Attempt, len(d.AttemptList))}
+		Attempts: make([]WebhookAttempt, len(d.AttemptList))}
 	if d.Status == store.DeliveryPending {
 		v.NextAttemptAt = d.NextAttemptAt
 	}
 	for i, a := range d.AttemptList {
-		x := Attempt{Number: a.N, At: a.At, DurationMS: a.DurationMS, ResponseBody: a.Body}
+		x := WebhookAttempt{Number: a.N, At: a.At, DurationMS: a.DurationMS, ResponseBody: a.Body}
 		if a.StatusCode != 0 {
 			c := a.StatusCode
 			x.StatusCode = &c

@@ -160,16 +160,16 @@ func checkAgents(ctx context.Context, tx *store.Tx, act app.Actor, project store
 
 // Create makes a receiver in a project of the actor's, live or test as the actor's key, and
 // answers it with its secret (the only time the secret is shown).
-func (s *Service) Create(ctx context.Context, act app.Actor, c ReceiverCreate) (ReceiverWithSecret, error) {
+func (s *Service) Create(ctx context.Context, act app.Actor, c WebhookReceiverCreate) (WebhookReceiverWithSecret, error) {
 	var evs []string
 	if c.Events != nil {
 		evs = slices.Clone(*c.Events)
 		if err := events.CheckTypes("/events", "", evs, false); err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 	}
 	if err := s.checkURL(ctx, c.URL); err != nil {
-		return ReceiverWithSecret{}, err
+		return WebhookReceiverWithSecret{}, err
 	}
 	mode := act.Mode()
 	if mode == "" {
@@ -177,45 +177,45 @@ func (s *Service) Create(ctx context.Context, act app.Actor, c ReceiverCreate) (
 	}
 	include := c.IncludeValues == nil || *c.IncludeValues
 	secret := NewSecret()
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (ReceiverWithSecret, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookReceiverWithSecret, error) {
 		p, err := app.Project(ctx, tx.Queries, act, c.ProjectID)
 		if err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 		if err := app.Writable(p); err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 		agents, err := checkAgents(ctx, tx, act, p.ID, c.AgentIDs)
 		if err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 		r, err := tx.Receivers().Create(ctx, s.Box, act.Scope, store.NewReceiver{ProjectID: p.ID, Mode: mode, URL: c.URL,
 			Events: evs, AgentIDs: agents, IncludeValues: include, Secret: secret})
 		if errors.Is(err, store.ErrFull) {
-			return ReceiverWithSecret{}, fault.E(fault.CodeReceiverLimit, "The project %s has %d webhook receivers, the most it may have; delete one first.", p.Name, store.MaxReceiversPerProject)
+			return WebhookReceiverWithSecret{}, fault.E(fault.CodeReceiverLimit, "The project %s has %d webhook receivers, the most it may have; delete one first.", p.Name, store.MaxReceiversPerProject)
 		}
 		if err != nil {
-			return ReceiverWithSecret{}, app.NotFound(err, fault.CodeProjectNotFound, "project", c.ProjectID)
+			return WebhookReceiverWithSecret{}, app.NotFound(err, fault.CodeProjectNotFound, "project", c.ProjectID)
 		}
 		if err := au.Record("webhook_receiver.created", "webhook_receiver", string(r.ID), r.ProjectID,
 			map[string]any{"url": r.URL, "events": r.Events, "agent_ids": r.AgentIDs, "include_values": r.IncludeValues}); err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
-		return ReceiverWithSecret{Receiver: ViewReceiver(r, s.now()), Secret: secret}, nil
+		return WebhookReceiverWithSecret{WebhookReceiver: ViewReceiver(r, s.now()), Secret: secret}, nil
 	})
 }
 
 // Get returns the actor's receiver.
-func (s *Service) Get(ctx context.Context, act app.Actor, id string) (Receiver, error) {
+func (s *Service) Get(ctx context.Context, act app.Actor, id string) (WebhookReceiver, error) {
 	r, err := s.Store.Receivers().Get(ctx, act.Scope, store.ReceiverID(id))
 	if err != nil {
-		return Receiver{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+		return WebhookReceiver{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 	}
 	return ViewReceiver(r, s.now()), nil
 }
 
 // List returns the actor's receivers (of project, when set), oldest first.
-func (s *Service) List(ctx context.Context, act app.Actor, project string, pg store.Page) ([]Receiver, error) {
+func (s *Service) List(ctx context.Context, act app.Actor, project string, pg store.Page) ([]WebhookReceiver, error) {
 	if project != "" {
 		if _, err := app.Project(ctx, s.Store.Queries, act, project); err != nil {
 			return nil, err
@@ -226,7 +226,7 @@ func (s *Service) List(ctx context.Context, act app.Actor, project string, pg st
 		return nil, err
 	}
 	now := s.now()
-	out := make([]Receiver, len(rs))
+	out := make([]WebhookReceiver, len(rs))
 	for i, r := range rs {
 		out[i] = ViewReceiver(r, now)
 	}
@@ -234,7 +234,7 @@ func (s *Service) List(ctx context.Context, act app.Actor, project string, pg st
 }
 
 // Update changes the actor's receiver.
-func (s *Service) Update(ctx context.Context, act app.Actor, id string, u ReceiverUpdate) (Receiver, error) {
+func (s *Service) Update(ctx context.Context, act app.Actor, id string, u WebhookReceiverUpdate) (WebhookReceiver, error) {
 	var ch store.ReceiverChange
 	if u.Events.Set {
 		var evs []string
@@ -244,125 +244,125 @@ func (s *Service) Update(ctx context.Context, act app.Actor, id string, u Receiv
 				evs = []string{}
 			}
 			if err := events.CheckTypes("/events", "", evs, false); err != nil {
-				return Receiver{}, err
+				return WebhookReceiver{}, err
 			}
 		}
 		ch.Events = &evs
 	}
 	if u.URL != nil {
 		if err := s.checkURL(ctx, *u.URL); err != nil {
-			return Receiver{}, err
+			return WebhookReceiver{}, err
 		}
 		ch.URL = u.URL
 	}
 	ch.IncludeValues = u.IncludeValues
 	if u.Enabled != nil {
 		if !*u.Enabled {
-			return Receiver{}, fault.Invalid(fault.CodeValidationFailed, []fault.FieldError{{Pointer: "/enabled", Code: fault.CodeValidationFailed,
+			return WebhookReceiver{}, fault.Invalid(fault.CodeValidationFailed, []fault.FieldError{{Pointer: "/enabled", Code: fault.CodeValidationFailed,
 				Detail: "enabled takes only true (to enable a receiver that answered 410 Gone); delete a receiver you no longer want."}})
 		}
 		ch.Enable = true
 	}
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Receiver, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookReceiver, error) {
 		r, err := tx.Receivers().Get(ctx, act.Scope, store.ReceiverID(id))
 		if err != nil {
-			return Receiver{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+			return WebhookReceiver{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, r.ProjectID); err != nil {
-			return Receiver{}, err
+			return WebhookReceiver{}, err
 		}
 		if u.AgentIDs != nil {
 			agents, err := checkAgents(ctx, tx, act, r.ProjectID, *u.AgentIDs)
 			if err != nil {
-				return Receiver{}, err
+				return WebhookReceiver{}, err
 			}
 			ch.AgentIDs = &agents
 		}
 		r, err = tx.Receivers().Update(ctx, act.Scope, r.ID, ch)
 		if err != nil {
-			return Receiver{}, err
+			return WebhookReceiver{}, err
 		}
 		if err := au.Record("webhook_receiver.updated", "webhook_receiver", string(r.ID), r.ProjectID,
 			map[string]any{"url": r.URL, "events": r.Events, "agent_ids": r.AgentIDs, "include_values": r.IncludeValues, "enabled": r.DisabledAt == nil}); err != nil {
-			return Receiver{}, err
+			return WebhookReceiver{}, err
 		}
 		return ViewReceiver(r, s.now()), nil
 	})
 }
 
-// Deleted is the answer of a deletion.
-type Deleted struct {
-	Object  string `json:"object" jsonschema:"enum=webhook_receiver"`
-	ID      string `json:"id" jsonschema:"format=uuid"`
-	Deleted bool   `json:"deleted" const:"true"`
+// WebhookReceiverDeleted is the answer of a deletion.
+type WebhookReceiverDeleted struct {
+	Object                 string `json:"object" jsonschema:"enum=webhook_receiver"`
+	ID                     string `json:"id" jsonschema:"format=uuid"`
+	WebhookReceiverDeleted bool   `json:"deleted" const:"true"`
 }
 
 // SchemaDoc describes the object in the document.
-func (Deleted) SchemaDoc() string {
+func (WebhookReceiverDeleted) SchemaDoc() string {
 	return "A deleted webhook receiver. Its pending deliveries are dropped, and its history with it."
 }
 
 // Delete removes the actor's receiver with its deliveries.
-func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (Deleted, error) {
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Deleted, error) {
+func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (WebhookReceiverDeleted, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookReceiverDeleted, error) {
 		r, err := tx.Receivers().Get(ctx, act.Scope, store.ReceiverID(id))
 		if err != nil {
-			return Deleted{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+			return WebhookReceiverDeleted{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, r.ProjectID); err != nil {
-			return Deleted{}, err
+			return WebhookReceiverDeleted{}, err
 		}
 		if _, err := tx.Receivers().Delete(ctx, act.Scope, r.ID); err != nil {
-			return Deleted{}, err
+			return WebhookReceiverDeleted{}, err
 		}
 		if err := au.Record("webhook_receiver.deleted", "webhook_receiver", string(r.ID), r.ProjectID, map[string]any{"url": r.URL}); err != nil {
-			return Deleted{}, err
+			return WebhookReceiverDeleted{}, err
 		}
-		return Deleted{Object: "webhook_receiver", ID: string(r.ID), Deleted: true}, nil
+		return WebhookReceiverDeleted{Object: "webhook_receiver", ID: string(r.ID), WebhookReceiverDeleted: true}, nil
 	})
 }
 
 // Rotate gives the actor's receiver a new secret, answered once; the previous one keeps
 // signing too for RotationOverlap.
-func (s *Service) Rotate(ctx context.Context, act app.Actor, id string) (ReceiverWithSecret, error) {
+func (s *Service) Rotate(ctx context.Context, act app.Actor, id string) (WebhookReceiverWithSecret, error) {
 	secret := NewSecret()
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (ReceiverWithSecret, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookReceiverWithSecret, error) {
 		r, err := tx.Receivers().Get(ctx, act.Scope, store.ReceiverID(id))
 		if err != nil {
-			return ReceiverWithSecret{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+			return WebhookReceiverWithSecret{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, r.ProjectID); err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 		until := s.now().Add(RotationOverlap)
 		r, err = tx.Receivers().Rotate(ctx, s.Box, act.Scope, r.ID, secret, until)
 		if err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
 		if err := au.Record("webhook_receiver.secret_rotated", "webhook_receiver", string(r.ID), r.ProjectID,
 			map[string]any{"previous_secret_expires_at": until}); err != nil {
-			return ReceiverWithSecret{}, err
+			return WebhookReceiverWithSecret{}, err
 		}
-		return ReceiverWithSecret{Receiver: ViewReceiver(r, s.now()), Secret: secret}, nil
+		return WebhookReceiverWithSecret{WebhookReceiver: ViewReceiver(r, s.now()), Secret: secret}, nil
 	})
 }
 
 // Test sends a webhook.test event to the actor's receiver (and to it only), even a disabled
 // one, and answers the pending delivery.
-func (s *Service) Test(ctx context.Context, act app.Actor, id string) (Delivery, error) {
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Delivery, error) {
+func (s *Service) Test(ctx context.Context, act app.Actor, id string) (WebhookDelivery, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookDelivery, error) {
 		r, err := tx.Receivers().Get(ctx, act.Scope, store.ReceiverID(id))
 		if err != nil {
-			return Delivery{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+			return WebhookDelivery{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 		}
 		e, err := events.Emit(ctx, tx, store.Event{OrgID: r.OrgID, ProjectID: r.ProjectID, Mode: r.Mode, Type: events.WebhookTest},
 			events.WebhookTestData{Object: "webhook_test", ReceiverID: string(r.ID), Message: "A test event from Parley: the receiver is reached and verifies the signature."})
 		if err != nil {
-			return Delivery{}, err
+			return WebhookDelivery{}, err
 		}
 		d, err := tx.CreateDelivery(ctx, r.ID, e)
 		if err != nil {
-			return Delivery{}, err
+			return WebhookDelivery{}, err
 		}
 		d.AttemptList = []store.DeliveryAttempt{}
 		return ViewDelivery(d), nil
@@ -371,14 +371,14 @@ func (s *Service) Test(ctx context.Context, act app.Actor, id string) (Delivery,
 
 // Resend makes a new attempt of a delivery of the actor's receiver with the same webhook-id,
 // and answers the delivery, pending again. A delivery of another receiver is 404.
-func (s *Service) Resend(ctx context.Context, act app.Actor, id, deliveryID string) (Delivery, error) {
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Delivery, error) {
+func (s *Service) Resend(ctx context.Context, act app.Actor, id, deliveryID string) (WebhookDelivery, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (WebhookDelivery, error) {
 		if _, err := tx.Receivers().Get(ctx, act.Scope, store.ReceiverID(id)); err != nil {
-			return Delivery{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+			return WebhookDelivery{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 		}
 		d, err := tx.Receivers().Resend(ctx, act.Scope, store.ReceiverID(id), store.DeliveryID(deliveryID))
 		if err != nil {
-			return Delivery{}, app.NotFound(err, fault.CodeDeliveryNotFound, "delivery", deliveryID)
+			return WebhookDelivery{}, app.NotFound(err, fault.CodeDeliveryNotFound, "delivery", deliveryID)
 		}
 		d.AttemptList = []store.DeliveryAttempt{}
 		return ViewDelivery(d), nil
@@ -386,12 +386,12 @@ func (s *Service) Resend(ctx context.Context, act app.Actor, id, deliveryID stri
 }
 
 // Deliveries lists what was sent to the actor's receiver, newest first.
-func (s *Service) Deliveries(ctx context.Context, act app.Actor, id, status string, pg store.Page) ([]Delivery, error) {
+func (s *Service) Deliveries(ctx context.Context, act app.Actor, id, status string, pg store.Page) ([]WebhookDelivery, error) {
 	ds, err := s.Store.Receivers().ListDeliveries(ctx, act.Scope, store.ReceiverID(id), store.DeliveryFilter{Status: status}, pg)
 	if err != nil {
 		return nil, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
 	}
-	out := make([]Delivery, len(ds))
+	out := make([]WebhookDelivery, len(ds))
 	for i, d := range ds {
 		out[i] = ViewDelivery(d)
 	}
