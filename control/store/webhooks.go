@@ -461,7 +461,7 @@ func (r Receivers) ListDeliveries(ctx context.Context, sc Scope, id ReceiverID, 
 	if _, err := r.Get(ctx, sc, id); err != nil {
 		return nil, err
 	}
-	b := newSel(`SELECT ` + deliveryCols + ` FROM webhook_deliveries`).id("receiver_id", string(id))
+	b := newSel(`SELECT `+deliveryCols+` FROM webhook_deliveries`).id("receiver_id", string(id))
 	if f.Status != "" {
 		b.cond("status = ?", f.Status)
 	}

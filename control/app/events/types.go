@@ -102,9 +102,9 @@ func Of(typ string, c store.Conversation) store.Event {
 
 // TranscriptData is the data of conversation.transcript.
 type TranscriptData struct {
-	Object         string           `json:"object" jsonschema:"enum=conversation_transcript"`
-	ConversationID string           `json:"conversation_id" jsonschema:"format=uuid"`
-	Final          bool             `json:"final" doc:"false: the final lines of about the last second; true: the whole transcript, sent once the conversation has ended."`
+	Object         string                `json:"object" jsonschema:"enum=conversation_transcript"`
+	ConversationID string                `json:"conversation_id" jsonschema:"format=uuid"`
+	Final          bool                  `json:"final" doc:"false: the final lines of about the last second; true: the whole transcript, sent once the conversation has ended."`
 	Lines          []EventTranscriptLine `json:"lines"`
 }
 

@@ -1,0 +1,108 @@
+package control
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/parley-voice/parley/control/api"
+	"github.com/parley-voice/parley/control/app/analysis"
+	"github.com/parley-voice/parley/control/app/events"
+	appwebhooks "github.com/parley-voice/parley/control/app/webhooks"
+	"github.com/parley-voice/parley/control/bus"
+	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/control/jobs"
+	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/control/webhooks"
+)
+
+// issue 14: the composition of events, webhook deliveries and post-call analysis.
+
+// The worker role's jobs of events and webhooks.
+const (
+	kindPurgeEvents = "events.purge" // events and deliveries past their 30 days
+	analyzeTimeout  = 2 * time.Minute
+)
+
+// hooks runs the webhook and analysis workers of a node.
+type hooks struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// webhookAPI gives the API the master key, the SSRF guard and the retry schedule, and makes
+// every enqueue wake the workers at once (the store tells of jobs once their transaction has
+// committed; the bus carries the word to the workers of every node).
+func (n *Node) webhookAPI(a *api.API) {
+	a.Box, a.Outbound = n.Box, n.Outbound
+	a.Webhooks = &appwebhooks.Service{Store: n.Store, Box: n.Box, Guard: n.Outbound, Schedule: n.cfg.WebhookRetrySchedule, Log: n.log}
+	a.Events = &events.Service{Store: n.Store}
+	a.Analysis = &analysis.Service{Store: n.Store, Log: n.log}
+	if n.conv != nil {
+		a.Analysis.Engine = n.conv.rt
+	}
+	n.Store.OnEnqueue(wakeOnEnqueue(n.Bus, n.log))
+}
+
+// wakeOnEnqueue returns the store's enqueue hook: it never blocks the transaction that
+// enqueued (a Redis publish is a round trip), one goroutine publishes the wake-ups, and a
+// burst of enqueues of one kind makes one wake-up.
+func wakeOnEnqueue(b bus.PubSub, log *slog.Logger) func(kind string) {
+	q := jobs.NewQueue(nil, b, log)
+	pending := make(chan string, 256)
+	go func() {
+		for kind := range pending {
+			q.Wake(context.Background(), kind)
+		}
+	}()
+	return func(kind string) {
+		select {
+		case pending <- kind:
+		default: // a wake-up of this burst is on its way; the poll is the net under it
+		}
+	}
+}
+
+// runWebhookWorkers runs, with the worker role, the webhook deliveries (a worker of their own,
+// with many at once: each mostly waits for a receiver), the post-call analyses and the purge
+// of events.
+func (n *Node) runWebhookWorkers(ctx context.Context, a *api.API) {
+	if a == nil || !n.cfg.Roles.Has(config.RoleWorker) {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	n.hooks = &hooks{cancel: cancel}
+	sender := &webhooks.Sender{Service: a.Webhooks, Client: n.Outbound.Client(webhooks.Timeout), Log: n.log}
+	dw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: n.cfg.WebhookConcurrency})
+	dw.Register(store.WebhookDeliverKind, sender.Handle, jobs.WithTimeout(webhooks.Timeout+10*time.Second))
+	aw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: 2})
+	if a.Analysis != nil && a.Analysis.Engine != nil {
+		aw.Register(runtime.AnalyzeJobKind, func(ctx context.Context, j *jobs.Job) error {
+			return a.Analysis.Run(ctx, j, j.Payload)
+		}, jobs.WithTimeout(analyzeTimeout))
+	}
+	st := n.Store
+	aw.Register(kindPurgeEvents, func(ctx context.Context, _ *jobs.Job) error {
+		_, err := st.PurgeEvents(ctx, time.Now().Add(-events.Retention))
+		return err
+	}, jobs.WithTimeout(jobTimeout))
+	aw.Every(kindPurgeEvents, purgeEvery)
+	for _, w := range []*jobs.Worker{dw, aw} {
+		n.hooks.wg.Go(func() {
+			if err := w.Run(ctx); err != nil {
+				n.log.Error("worker: the job queue cannot run", "err", err)
+			}
+		})
+	}
+}
+
+// close stops the workers and waits for them.
+func (h *hooks) close() {
+	if h == nil {
+		return
+	}
+	h.cancel()
+	h.wg.Wait()
+}
