@@ -598,8 +598,10 @@ type AttemptOutcome struct {
 // completes or reschedules the delivery's job.
 func (q *Queries) RecordAttempt(ctx context.Context, id DeliveryID, o AttemptOutcome) (Delivery, error) {
 	a := o.Attempt
-	a.Body = truncateText(a.Body, MaxAttemptBody)
-	a.Error = truncateText(a.Error, maxJobError)
+	// An answer's body is whatever the receiver sent: kept as UTF-8 text without NULs, which
+	// PostgreSQL's text refuses.
+	a.Body = truncateText(strings.ReplaceAll(strings.ToValidUTF8(a.Body, "\uFFFD"), "\x00", "\uFFFD"), MaxAttemptBody)
+	a.Error = truncateText(strings.ToValidUTF8(a.Error, "\uFFFD"), maxJobError)
 	var code any
 	if a.StatusCode != 0 {
 		code = a.StatusCode
