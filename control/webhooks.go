@@ -74,7 +74,7 @@ func (n *Node) runWebhookWorkers(ctx context.Context, a *api.API) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	n.hooks = &hooks{cancel: cancel}
-	sender := &webhooks.Sender{Service: a.Webhooks, Client: n.Outbound.Client(webhooks.Timeout), Log: n.log}
+	sender := &webhooks.Sender{Service: a.Webhooks, Client: n.Outbound.Client(webhooks.Timeout), PerReceiver: max(1, n.cfg.WebhookConcurrency/8), Log: n.log}
 	dw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: n.cfg.WebhookConcurrency})
 	dw.Register(store.WebhookDeliverKind, sender.Handle, jobs.WithTimeout(webhooks.Timeout+10*time.Second))
 	aw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: 2})

@@ -26,8 +26,9 @@ type DeliveryID string
 const WebhookDeliverKind = "webhooks.deliver"
 
 // WebhookJobAttempts is the max attempts of a delivery job: the delivery counts its own
-// attempts (the retry schedule); the job's count covers, besides, claims lost to dead workers.
-const WebhookJobAttempts = 30
+// attempts (the retry schedule); the job's count covers, besides, claims lost to dead workers
+// and waits for a receiver that has its most deliveries in flight.
+const WebhookJobAttempts = 1000
 
 // MaxReceiversPerProject is how many receivers a project may have (both modes together).
 const MaxReceiversPerProject = 10

@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	appwebhooks "github.com/parley-voice/parley/control/app/webhooks"
@@ -38,8 +40,47 @@ type Sender struct {
 	Service *appwebhooks.Service
 	// Client is the SSRF guard's client (netguard.Guard.Client(Timeout)).
 	Client *http.Client
-	Log    *slog.Logger
-	Now    func() time.Time
+	// PerReceiver bounds the deliveries to one receiver in flight at once from this sender
+	// (0: DefaultPerReceiver); a delivery over it waits DeferFor, so that a slow receiver holds
+	// its share of the worker's slots and never all of them.
+	PerReceiver int
+	Log         *slog.Logger
+	Now         func() time.Time
+
+	mu       sync.Mutex
+	inflight map[store.ReceiverID]int
+}
+
+// DefaultPerReceiver is the default of Sender.PerReceiver.
+const DefaultPerReceiver = 8
+
+// DeferFor is how long a delivery to a receiver at its PerReceiver bound waits.
+const DeferFor = 2 * time.Second
+
+// take counts a delivery to r in flight, unless r has its most.
+func (s *Sender) take(r store.ReceiverID) bool {
+	limit := s.PerReceiver
+	if limit <= 0 {
+		limit = DefaultPerReceiver
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight == nil {
+		s.inflight = map[store.ReceiverID]int{}
+	}
+	if s.inflight[r] >= limit {
+		return false
+	}
+	s.inflight[r]++
+	return true
+}
+
+func (s *Sender) release(r store.ReceiverID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[r]--; s.inflight[r] <= 0 {
+		delete(s.inflight, r)
+	}
 }
 
 func (s *Sender) now() time.Time {
@@ -62,7 +103,11 @@ func (s *Sender) Handle(ctx context.Context, j *jobs.Job) error {
 	if snd.Receiver.DisabledAt != nil && snd.Event.Type != store.WebhookTestEvent {
 		return s.Service.Skip(ctx, j, snd)
 	}
+	if !s.take(snd.Receiver.ID) {
+		return s.Service.Defer(ctx, j, s.now().Add(DeferFor+time.Duration(rand.Int64N(int64(DeferFor)))))
+	}
 	r := s.post(ctx, m)
+	s.release(snd.Receiver.ID)
 	if ctx.Err() != nil {
 		// The worker stops or lost the lease: this attempt does not count; the job runs again.
 		return fmt.Errorf("webhooks: delivery %s: %w", id, context.Cause(ctx))

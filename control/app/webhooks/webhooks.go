@@ -500,7 +500,7 @@ func (s *Service) Record(ctx context.Context, j Settler, snd store.Sending, r Re
 		if r.HasRetry && (r.StatusCode == 429 || r.StatusCode == 503) {
 			wait = min(r.RetryAfter, MaxRetryAfter)
 		}
-		next := r.At.Add(wait)
+		next := r.At.Add(r.Duration).Add(wait) // counted from the answer (RFC 9110 §10.2.3)
 		out.NextAt = &next
 		if r.Err == nil {
 			out.Attempt.Error = fmt.Sprintf("answered %d", r.StatusCode)
@@ -523,6 +523,15 @@ func (s *Service) Record(ctx context.Context, j Settler, snd store.Sending, r Re
 		return j.CompleteIn(ctx, tx)
 	})
 	return d, err
+}
+
+// Defer puts a delivery's job back until at without an attempt: its receiver already has as
+// many deliveries in flight as it may (a slow receiver holds its own share of the workers,
+// not all of them).
+func (s *Service) Defer(ctx context.Context, j Settler, at time.Time) error {
+	return s.Store.Tx(ctx, func(tx *store.Tx) error {
+		return j.RetryIn(ctx, tx, "the receiver has the most deliveries in flight it may", at)
+	})
 }
 
 // Skip records that a delivery's receiver is disabled: the delivery fails without a POST.
