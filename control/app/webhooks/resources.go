@@ -36,7 +36,7 @@ func (WebhookReceiver) SchemaDoc() string {
 // rotation, the only answers that ever carry the secret.
 type WebhookReceiverWithSecret struct {
 	WebhookReceiver
-	Secret string `json:"secret" doc:"The signing secret, shown in this answer only: whsec_ followed by the base64 of 32 random bytes. Verify each delivery with it (Standard Webhooks v1)." jsonschema:"pattern=^whsec_[A-Za-z0-9+/=]{32,}$"`
+	Secret string `json:"secret" doc:"The signing secret, shown in this answer only: whsec_ followed by the base64 of 32 random bytes. Verify each delivery with it (Standard Webhooks v1)." jsonschema:"pattern=^whsec_[A-Za-z0-9+/=]{32\\,}$"`
 }
 
 // SchemaDoc describes the object in the document.

@@ -161,6 +161,11 @@ func checkAgents(ctx context.Context, tx *store.Tx, act app.Actor, project store
 // Create makes a receiver in a project of the actor's, live or test as the actor's key, and
 // answers it with its secret (the only time the secret is shown).
 func (s *Service) Create(ctx context.Context, act app.Actor, c WebhookReceiverCreate) (WebhookReceiverWithSecret, error) {
+	// The project first (an outsider's 404 before any other answer), the address outside the
+	// transaction (resolving it takes a round trip).
+	if _, err := app.Project(ctx, s.Store.Queries, act, c.ProjectID); err != nil {
+		return WebhookReceiverWithSecret{}, err
+	}
 	var evs []string
 	if c.Events != nil {
 		evs = slices.Clone(*c.Events)
@@ -235,6 +240,11 @@ func (s *Service) List(ctx context.Context, act app.Actor, project string, pg st
 
 // Update changes the actor's receiver.
 func (s *Service) Update(ctx context.Context, act app.Actor, id string, u WebhookReceiverUpdate) (WebhookReceiver, error) {
+	// The receiver first (an outsider's 404 before any other answer), the address outside the
+	// transaction (resolving it takes a round trip).
+	if _, err := s.Store.Receivers().Get(ctx, act.Scope, store.ReceiverID(id)); err != nil {
+		return WebhookReceiver{}, app.NotFound(err, fault.CodeReceiverNotFound, "webhook receiver", id)
+	}
 	var ch store.ReceiverChange
 	if u.Events.Set {
 		var evs []string
