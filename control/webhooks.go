@@ -75,7 +75,8 @@ func (n *Node) runWebhookWorkers(ctx context.Context, a *api.API) {
 	ctx, cancel := context.WithCancel(ctx)
 	n.hooks = &hooks{cancel: cancel}
 	sender := &webhooks.Sender{Service: a.Webhooks, Client: n.Outbound.Client(webhooks.Timeout), PerReceiver: max(1, n.cfg.WebhookConcurrency/8), Log: n.log}
-	dw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: n.cfg.WebhookConcurrency})
+	dw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: n.cfg.WebhookConcurrency,
+		ClaimBatch: n.cfg.WebhookConcurrency / 4})
 	dw.Register(store.WebhookDeliverKind, sender.Handle, jobs.WithTimeout(webhooks.Timeout+10*time.Second))
 	aw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: 2})
 	if a.Analysis != nil && a.Analysis.Engine != nil {

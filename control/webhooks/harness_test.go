@@ -299,7 +299,7 @@ func newWorld(t testing.TB, st *store.Store, o worldOpts) *world {
 	q := jobs.NewQueue(nil, b, nil)
 	st.OnEnqueue(func(kind string) { go q.Wake(context.Background(), kind) })
 	sender := &webhooks.Sender{Service: w.svc, Client: o.guard.Client(o.timeout), PerReceiver: o.perReceiver}
-	w.worker = jobs.NewWorker(jobs.Options{Store: st, Bus: b, Owner: "test", Concurrency: o.concurrency, PollInterval: 50 * time.Millisecond})
+	w.worker = jobs.NewWorker(jobs.Options{Store: st, Bus: b, Owner: "test", Concurrency: o.concurrency, ClaimBatch: o.concurrency / 2, PollInterval: 50 * time.Millisecond})
 	w.worker.Register(store.WebhookDeliverKind, sender.Handle, jobs.WithTimeout(o.timeout+5*time.Second))
 	wctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

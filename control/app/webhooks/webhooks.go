@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/parley-voice/parley/control/app"
@@ -66,6 +67,8 @@ type Service struct {
 	Schedule []time.Duration
 	Now      func() time.Time
 	Log      *slog.Logger
+
+	group groupCommit
 }
 
 func (s *Service) now() time.Time {
@@ -516,23 +519,95 @@ func (s *Service) Record(ctx context.Context, j Settler, snd store.Sending, r Re
 			out.Attempt.Error = fmt.Sprintf("answered %d", r.StatusCode)
 		}
 	}
-	var d store.Delivery
-	err := s.Store.Tx(ctx, func(tx *store.Tx) error {
-		var err error
-		if d, err = tx.RecordAttempt(ctx, snd.Delivery.ID, out); err != nil {
-			return err
-		}
-		if gone {
-			if err := tx.DisableReceiver(ctx, snd.Receiver.ID, "answered 410 Gone", r.At); err != nil {
-				return err
+	rec := &record{j: j, snd: snd, out: out, gone: gone, at: r.At, done: make(chan error, 1)}
+	err := s.group.commit(ctx, s, rec)
+	return rec.d, err
+}
+
+// record is one attempt to store, with its job's settlement.
+type record struct {
+	j    Settler
+	snd  store.Sending
+	out  store.AttemptOutcome
+	gone bool
+	at   time.Time
+	d    store.Delivery
+	err  error // this record's own failure (its lease was lost); set by the leader
+	done chan error
+}
+
+// groupCommit stores the attempts of many deliveries in one transaction (group commit): the
+// first caller becomes the leader and commits what is queued, batch after batch, while the
+// others wait for theirs. Under load a transaction carries tens of attempts, which is what
+// lets one SQLite writer keep up with a thousand deliveries a second; idle, a batch is one.
+type groupCommit struct {
+	mu      sync.Mutex
+	pending []*record
+	leading bool
+}
+
+// maxBatch bounds the attempts of one transaction.
+const maxBatch = 256
+
+func (g *groupCommit) commit(ctx context.Context, s *Service, r *record) error {
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	if g.leading {
+		g.mu.Unlock()
+		return <-r.done
+	}
+	g.leading = true
+	for len(g.pending) > 0 {
+		n := min(len(g.pending), maxBatch)
+		batch := g.pending[:n:n]
+		g.pending = g.pending[n:]
+		g.mu.Unlock()
+		err := s.commitBatch(context.WithoutCancel(ctx), batch)
+		for _, b := range batch {
+			if err != nil {
+				b.done <- err
+			} else {
+				b.done <- b.err
 			}
 		}
-		if out.Status == store.DeliveryPending {
-			return j.RetryIn(ctx, tx, out.Attempt.Error, *out.NextAt)
+		g.mu.Lock()
+	}
+	g.leading = false
+	g.mu.Unlock()
+	return <-r.done
+}
+
+// commitBatch stores a batch in one transaction. A record whose job lease was lost (another
+// worker took the job) is left out, with the lease error as its own; any other failure fails
+// the batch.
+func (s *Service) commitBatch(ctx context.Context, batch []*record) error {
+	return s.Store.Tx(ctx, func(tx *store.Tx) error {
+		for _, r := range batch {
+			r.err = nil
+			var err error
+			if r.out.Status == store.DeliveryPending {
+				err = r.j.RetryIn(ctx, tx, r.out.Attempt.Error, *r.out.NextAt)
+			} else {
+				err = r.j.CompleteIn(ctx, tx)
+			}
+			if errors.Is(err, store.ErrConflict) {
+				r.err = err // settled by nobody here: the worker that holds the job records it
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if r.d, err = tx.RecordAttempt(ctx, r.snd.Delivery.ID, r.out); err != nil {
+				return err
+			}
+			if r.gone {
+				if err := tx.DisableReceiver(ctx, r.snd.Receiver.ID, "answered 410 Gone", r.at); err != nil {
+					return err
+				}
+			}
 		}
-		return j.CompleteIn(ctx, tx)
+		return nil
 	})
-	return d, err
 }
 
 // Defer puts a delivery's job back until at without an attempt: its receiver already has as

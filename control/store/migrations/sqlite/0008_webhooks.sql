@@ -66,3 +66,7 @@ CREATE INDEX events_created ON events (created_at);
 ALTER TABLE conversations ADD COLUMN analysis TEXT CHECK (analysis IS NULL OR json_valid(analysis));
 ALTER TABLE conversations ADD COLUMN collected TEXT CHECK (collected IS NULL OR json_valid(collected));
 ALTER TABLE conversations ADD COLUMN analyzed_at TEXT;
+
+-- The queue's claim of due jobs, oldest first, reads this index in order (issue 14: a thousand
+-- deliveries a second claim often; jobs_due alone left the tie-break on id to a sort).
+CREATE INDEX jobs_due_order ON jobs (next_attempt_at, id) WHERE state = 'queued';
