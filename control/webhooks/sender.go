@@ -96,7 +96,7 @@ func (s *Sender) Handle(ctx context.Context, j *jobs.Job) error {
 	if err != nil {
 		return jobs.Permanent(err)
 	}
-	snd, m, ok, err := s.Service.Prepare(ctx, id)
+	snd, m, ok, err := s.Service.Prepare(ctx, id, once)
 	if err != nil || !ok {
 		return err // nothing to send (receiver deleted, delivery settled) is done
 	}

@@ -432,8 +432,9 @@ func (m Message) Headers(now time.Time) (map[string]string, error) {
 }
 
 // Prepare reads what a delivery job sends. ok is false when there is nothing to send: the
-// receiver or the delivery is gone, or the delivery is no longer pending.
-func (s *Service) Prepare(ctx context.Context, id store.DeliveryID) (snd store.Sending, m Message, ok bool, err error) {
+// receiver or the delivery is gone, or the delivery is no longer pending (a resend, once, is
+// sent whatever the status: an attempt in flight when it was asked may have settled it since).
+func (s *Service) Prepare(ctx context.Context, id store.DeliveryID, once bool) (snd store.Sending, m Message, ok bool, err error) {
 	snd, err = s.Store.GetSending(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return snd, m, false, nil
@@ -441,7 +442,7 @@ func (s *Service) Prepare(ctx context.Context, id store.DeliveryID) (snd store.S
 	if err != nil {
 		return snd, m, false, err
 	}
-	if snd.Delivery.Status != store.DeliveryPending {
+	if snd.Delivery.Status != store.DeliveryPending && !once {
 		return snd, m, false, nil
 	}
 	data := snd.Event.Data
