@@ -19,9 +19,9 @@ import (
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
-	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/internal/netguard"
 
 	"github.com/go-chi/chi/v5"
@@ -29,6 +29,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -63,11 +64,13 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
+	Box   *secrets.Box
+	Vault *vault.Service
 
-	// issue 14: events, webhook receivers and post-call analysis. Box seals the receivers'
-	// signing secrets (nil: a key made for this process, for tests); Outbound checks their
-	// addresses (nil: the strict guard).
-	Box      *secrets.Box
+	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
+	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
+	// their addresses (nil: the strict guard).
 	Outbound *netguard.Guard
 	Events   *events.Service
 	Webhooks *webhooks.Service
@@ -95,6 +98,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Vault == nil {
+		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
 	a.webhookServices()

@@ -55,10 +55,15 @@ var reachObjects = map[string]reachObject{
 	"delivery_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/webhooks/" + ids["receiver_id"] + "/test", key: kLive}).Str("id")
 	}},
+	// issue 17: the vault, tools and MCP servers.
+	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach-" + randHex(3), "type": "bearer", "value": "reach-value"}}).Str("id")
+	}},
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "receiver_id", "delivery_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "receiver_id", "delivery_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

@@ -166,6 +166,10 @@ const (
 	CodeReceiverLimit        = "webhook_receiver_limit_reached"
 	CodeReceiverAgent        = "webhook_agent_not_found"
 	CodeConversationNotEnded = "conversation_not_ended"
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound  = "vault_secret_not_found"
+	CodeSecretNameTaken = "vault_secret_name_taken"
+	CodeSecretInUse     = "vault_secret_in_use"
 )
 
 var Codes = map[string]Code{
@@ -249,6 +253,10 @@ var Codes = map[string]Code{
 	CodeReceiverLimit:        {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
 	CodeReceiverAgent:        {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
 	CodeConversationNotEnded: {409, "The conversation has not ended yet; it is analyzed once it has."},
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

@@ -136,7 +136,7 @@ type Event struct {
 	Object         string          `json:"object" jsonschema:"enum=event"`
 	ID             string          `json:"id" doc:"The event's id. A delivery's webhook-id names the delivery, not the event: each receiver gets its own." jsonschema:"format=uuid"`
 	Type           string          `json:"type" doc:"The event type (an open set: a client must tolerate types it does not know)."`
-	CreatedAt      time.Time       `json:"created_at"`
+	CreatedAt      app.Time        `json:"created_at"`
 	ProjectID      *string         `json:"project_id" jsonschema:"format=uuid,nullable"`
 	Mode           string          `json:"mode" doc:"live, or test for events of what test keys made." jsonschema:"enum=live,enum=test"`
 	ConversationID *string         `json:"conversation_id" doc:"The conversation the event is about, if any." jsonschema:"format=uuid,nullable"`
@@ -151,7 +151,7 @@ func (Event) SchemaDoc() string {
 
 // View is the interface's form of a stored event.
 func View(e store.Event) Event {
-	return Event{Object: "event", ID: string(e.ID), Type: e.Type, CreatedAt: e.CreatedAt, ProjectID: nullable(string(e.ProjectID)),
+	return Event{Object: "event", ID: string(e.ID), Type: e.Type, CreatedAt: app.T(e.CreatedAt), ProjectID: nullable(string(e.ProjectID)),
 		Mode: string(e.Mode), ConversationID: nullable(string(e.ConversationID)), AgentID: nullable(string(e.AgentID)), Data: e.Data}
 }
 

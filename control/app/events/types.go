@@ -2,8 +2,8 @@ package events
 
 import (
 	"encoding/json"
-	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -50,9 +50,9 @@ type ConversationData struct {
 	PhoneNumberID   *string         `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
 	Metadata        json.RawMessage `json:"metadata,omitempty" doc:"Your own data (an object); left out for receivers with include_values false." jsonschema:"type=object"`
 	Variables       json.RawMessage `json:"variables,omitempty" doc:"The values the conversation started with (an object); left out for receivers with include_values false." jsonschema:"type=object"`
-	CreatedAt       time.Time       `json:"created_at"`
-	StartedAt       *time.Time      `json:"started_at" jsonschema:"nullable"`
-	EndedAt         *time.Time      `json:"ended_at" jsonschema:"nullable"`
+	CreatedAt       app.Time        `json:"created_at"`
+	StartedAt       *app.Time       `json:"started_at" jsonschema:"nullable"`
+	EndedAt         *app.Time       `json:"ended_at" jsonschema:"nullable"`
 	DurationSeconds *float64        `json:"duration_seconds" jsonschema:"nullable"`
 	Analysis        json.RawMessage `json:"analysis" doc:"The post-call analysis (an object fitting the agent's analysis_schema), null until done." jsonschema:"type=object,nullable"`
 	Collected       json.RawMessage `json:"collected" doc:"What the agent collected (an object fitting its collected_schema), null until worked out." jsonschema:"type=object,nullable"`
@@ -69,7 +69,7 @@ func ConversationOf(c store.Conversation) ConversationData {
 		Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), Status: c.Status, EndReason: nullable(c.EndReason),
 		ExternalID: nullable(c.ExternalID), Language: c.Language, FromNumber: nullable(c.FromNumber), ToNumber: nullable(c.ToNumber),
 		PhoneNumberID: nullable(string(c.PhoneNumberID)), Metadata: orEmpty(c.Metadata), Variables: orEmpty(c.Variables),
-		CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt, Analysis: orNull(c.Analysis), Collected: orNull(c.Collected)}
+		CreatedAt: app.T(c.CreatedAt), StartedAt: app.TP(c.StartedAt), EndedAt: app.TP(c.EndedAt), Analysis: orNull(c.Analysis), Collected: orNull(c.Collected)}
 	if c.AgentVersion > 0 {
 		n := c.AgentVersion
 		d.AgentVersion = &n
@@ -113,12 +113,12 @@ func (TranscriptData) SchemaDoc() string { return "Transcript lines of a convers
 
 // EventTranscriptLine is one line of TranscriptData.
 type EventTranscriptLine struct {
-	Seq         int64     `json:"seq" jsonschema:"minimum=1"`
-	Role        string    `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
-	Text        string    `json:"text"`
-	Start       time.Time `json:"start"`
-	End         time.Time `json:"end"`
-	Interrupted bool      `json:"interrupted"`
+	Seq         int64    `json:"seq" jsonschema:"minimum=1"`
+	Role        string   `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
+	Text        string   `json:"text"`
+	Start       app.Time `json:"start"`
+	End         app.Time `json:"end"`
+	Interrupted bool     `json:"interrupted"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -128,7 +128,7 @@ func (EventTranscriptLine) SchemaDoc() string { return "One final transcript lin
 func LinesOf(ls []store.ConversationLine) []EventTranscriptLine {
 	out := make([]EventTranscriptLine, len(ls))
 	for i, l := range ls {
-		out[i] = EventTranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted}
+		out[i] = EventTranscriptLine{Seq: l.Seq, Role: l.Role, Text: l.Text, Start: app.T(l.Start), End: app.T(l.End), Interrupted: l.Interrupted}
 	}
 	return out
 }

@@ -10,21 +10,21 @@ import (
 
 // WebhookReceiver is the WebhookReceiver object of the interface.
 type WebhookReceiver struct {
-	Object                  string     `json:"object" jsonschema:"enum=webhook_receiver"`
-	ID                      string     `json:"id" jsonschema:"format=uuid"`
-	ProjectID               string     `json:"project_id" jsonschema:"format=uuid"`
-	Mode                    string     `json:"mode" doc:"live for a receiver made with a live key; test for one made with a test key, which hears test events only." jsonschema:"enum=live,enum=test"`
-	URL                     string     `json:"url" doc:"Where events are POSTed: a public https address." jsonschema:"format=uri"`
-	Events                  []string   `json:"events" doc:"The event types it hears."`
-	DefaultEvents           bool       `json:"default_events" doc:"true when events was left out: it hears the default set (every type but conversation.transcript and form.abandoned), new types included."`
-	AgentIDs                []string   `json:"agent_ids" doc:"Only these agents' conversations; empty: every agent of the project."`
-	IncludeValues           bool       `json:"include_values" doc:"Whether events carry the values a conversation started with (variables), the caller's metadata and both phone numbers."`
-	Enabled                 bool       `json:"enabled" doc:"false once the receiver answered 410 Gone: it hears nothing until a PATCH with enabled true."`
-	DisabledAt              *time.Time `json:"disabled_at" jsonschema:"nullable"`
-	DisabledReason          *string    `json:"disabled_reason" jsonschema:"nullable"`
-	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at" doc:"After rotate-secret, until when the previous secret signs too (each delivery then carries two v1 signatures); null when only one secret signs." jsonschema:"nullable"`
-	CreatedAt               time.Time  `json:"created_at"`
-	UpdatedAt               time.Time  `json:"updated_at"`
+	Object                  string    `json:"object" jsonschema:"enum=webhook_receiver"`
+	ID                      string    `json:"id" jsonschema:"format=uuid"`
+	ProjectID               string    `json:"project_id" jsonschema:"format=uuid"`
+	Mode                    string    `json:"mode" doc:"live for a receiver made with a live key; test for one made with a test key, which hears test events only." jsonschema:"enum=live,enum=test"`
+	URL                     string    `json:"url" doc:"Where events are POSTed: a public https address." jsonschema:"format=uri"`
+	Events                  []string  `json:"events" doc:"The event types it hears."`
+	DefaultEvents           bool      `json:"default_events" doc:"true when events was left out: it hears the default set (every type but conversation.transcript and form.abandoned), new types included."`
+	AgentIDs                []string  `json:"agent_ids" doc:"Only these agents' conversations; empty: every agent of the project."`
+	IncludeValues           bool      `json:"include_values" doc:"Whether events carry the values a conversation started with (variables), the caller's metadata and both phone numbers."`
+	Enabled                 bool      `json:"enabled" doc:"false once the receiver answered 410 Gone: it hears nothing until a PATCH with enabled true."`
+	DisabledAt              *app.Time `json:"disabled_at" jsonschema:"nullable"`
+	DisabledReason          *string   `json:"disabled_reason" jsonschema:"nullable"`
+	PreviousSecretExpiresAt *app.Time `json:"previous_secret_expires_at" doc:"After rotate-secret, until when the previous secret signs too (each delivery then carries two v1 signatures); null when only one secret signs." jsonschema:"nullable"`
+	CreatedAt               app.Time  `json:"created_at"`
+	UpdatedAt               app.Time  `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -82,9 +82,9 @@ type WebhookDelivery struct {
 	EventType     string           `json:"event_type"`
 	Status        string           `json:"status" doc:"pending while attempts remain, delivered once a 2xx answer came, failed after the last attempt (or a 410)." jsonschema:"enum=pending,enum=delivered,enum=failed"`
 	AttemptCount  int              `json:"attempt_count" jsonschema:"minimum=0"`
-	NextAttemptAt *time.Time       `json:"next_attempt_at" doc:"When the next attempt is due (pending only)." jsonschema:"nullable"`
-	CreatedAt     time.Time        `json:"created_at"`
-	DeliveredAt   *time.Time       `json:"delivered_at" jsonschema:"nullable"`
+	NextAttemptAt *app.Time        `json:"next_attempt_at" doc:"When the next attempt is due (pending only)." jsonschema:"nullable"`
+	CreatedAt     app.Time         `json:"created_at"`
+	DeliveredAt   *app.Time        `json:"delivered_at" jsonschema:"nullable"`
 	Attempts      []WebhookAttempt `json:"attempts" doc:"Every attempt, oldest first."`
 }
 
@@ -95,12 +95,12 @@ func (WebhookDelivery) SchemaDoc() string {
 
 // WebhookAttempt is one POST of a delivery.
 type WebhookAttempt struct {
-	Number       int       `json:"number" jsonschema:"minimum=1"`
-	At           time.Time `json:"at"`
-	StatusCode   *int      `json:"status_code" doc:"The answer's status; null when none came (a connection refused, a timeout)." jsonschema:"nullable"`
-	DurationMS   int64     `json:"duration_ms" jsonschema:"minimum=0"`
-	ResponseBody string    `json:"response_body" doc:"The first 2 KB of the answer's body."`
-	Error        *string   `json:"error" doc:"Why the attempt failed, when it did." jsonschema:"nullable"`
+	Number       int      `json:"number" jsonschema:"minimum=1"`
+	At           app.Time `json:"at"`
+	StatusCode   *int     `json:"status_code" doc:"The answer's status; null when none came (a connection refused, a timeout)." jsonschema:"nullable"`
+	DurationMS   int64    `json:"duration_ms" jsonschema:"minimum=0"`
+	ResponseBody string   `json:"response_body" doc:"The first 2 KB of the answer's body."`
+	Error        *string  `json:"error" doc:"Why the attempt failed, when it did." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -110,7 +110,7 @@ func (WebhookAttempt) SchemaDoc() string { return "One attempt of a delivery." }
 func ViewReceiver(r store.Receiver, now time.Time) WebhookReceiver {
 	v := WebhookReceiver{Object: "webhook_receiver", ID: string(r.ID), ProjectID: string(r.ProjectID), Mode: string(r.Mode), URL: r.URL,
 		Events: r.Events, DefaultEvents: r.Events == nil, AgentIDs: make([]string, len(r.AgentIDs)), IncludeValues: r.IncludeValues,
-		Enabled: r.DisabledAt == nil, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Enabled: r.DisabledAt == nil, DisabledAt: app.TP(r.DisabledAt), CreatedAt: app.T(r.CreatedAt), UpdatedAt: app.T(r.UpdatedAt)}
 	if v.Events == nil {
 		v.Events = events.DefaultNames()
 	}
@@ -122,7 +122,7 @@ func ViewReceiver(r store.Receiver, now time.Time) WebhookReceiver {
 		v.DisabledReason = &s
 	}
 	if r.PrevSecretUntil != nil && now.Before(*r.PrevSecretUntil) {
-		v.PreviousSecretExpiresAt = r.PrevSecretUntil
+		v.PreviousSecretExpiresAt = app.TP(r.PrevSecretUntil)
 	}
 	return v
 }
@@ -130,13 +130,13 @@ func ViewReceiver(r store.Receiver, now time.Time) WebhookReceiver {
 // ViewDelivery is the interface's form of a stored delivery.
 func ViewDelivery(d store.Delivery) WebhookDelivery {
 	v := WebhookDelivery{Object: "webhook_delivery", ID: string(d.ID), ReceiverID: string(d.ReceiverID), EventID: string(d.EventID),
-		EventType: d.EventType, Status: d.Status, AttemptCount: d.Attempts, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt,
+		EventType: d.EventType, Status: d.Status, AttemptCount: d.Attempts, CreatedAt: app.T(d.CreatedAt), DeliveredAt: app.TP(d.DeliveredAt),
 		Attempts: make([]WebhookAttempt, len(d.AttemptList))}
 	if d.Status == store.DeliveryPending {
-		v.NextAttemptAt = d.NextAttemptAt
+		v.NextAttemptAt = app.TP(d.NextAttemptAt)
 	}
 	for i, a := range d.AttemptList {
-		x := WebhookAttempt{Number: a.N, At: a.At, DurationMS: a.DurationMS, ResponseBody: a.Body}
+		x := WebhookAttempt{Number: a.N, At: app.T(a.At), DurationMS: a.DurationMS, ResponseBody: a.Body}
 		if a.StatusCode != 0 {
 			c := a.StatusCode
 			x.StatusCode = &c

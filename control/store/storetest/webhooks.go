@@ -22,7 +22,7 @@ var webhookTests = []struct {
 	{"EventsList", testEventsList},
 }
 
-func testBox(t *testing.T) *secrets.Box {
+func hooksBox(t *testing.T) *secrets.Box {
 	key := make([]byte, secrets.KeySize)
 	for i := range key {
 		key[i] = byte(i + 1)
@@ -41,7 +41,7 @@ func liveScope(w agentWorld) store.Scope {
 func testWebhookReceivers(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
-	box := testBox(t)
+	box := hooksBox(t)
 	live, test := liveScope(w), store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}
 	narrow := store.Scope{Org: w.org.ID, Projects: []store.ProjectID{w.p2.ID}, Mode: store.ModeLive}
 	r := must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive,
@@ -124,7 +124,7 @@ func testWebhookReceivers(t *testing.T, open Opener) {
 func testWebhookFanOut(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
-	box := testBox(t)
+	box := hooksBox(t)
 	live, test := liveScope(w), store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}
 	agentA, agentB := store.AgentID("0190a6f0-0000-7000-8000-0000000000aa"), store.AgentID("0190a6f0-0000-7000-8000-0000000000bb")
 	mk := func(sc store.Scope, mode store.Mode, p store.ProjectID, events []string, agents []store.AgentID) store.Receiver {
@@ -208,7 +208,7 @@ func testWebhookFanOut(t *testing.T, open Opener) {
 func testWebhookDeliveries(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
-	box := testBox(t)
+	box := hooksBox(t)
 	live := liveScope(w)
 	mk := func() store.Receiver {
 		return must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"}))
