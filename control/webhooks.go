@@ -26,10 +26,13 @@ const (
 	analyzeTimeout  = 2 * time.Minute
 )
 
-// hooks runs the webhook and analysis workers of a node.
+// hooks runs the webhook and analysis workers of a node, and the goroutine that wakes workers
+// when jobs are enqueued.
 type hooks struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel   context.CancelFunc // stops the workers; nil without the worker role
+	wg       sync.WaitGroup
+	stopWake chan struct{}
+	wakeDone chan struct{}
 }
 
 // webhookAPI gives the API the master key, the SSRF guard and the retry schedule, and makes
@@ -43,18 +46,25 @@ func (n *Node) webhookAPI(a *api.API) {
 	if n.conv != nil {
 		a.Analysis.Engine = n.conv.rt
 	}
-	n.Store.OnEnqueue(wakeOnEnqueue(n.Bus, n.log))
+	n.hooks = &hooks{stopWake: make(chan struct{}), wakeDone: make(chan struct{})}
+	n.Store.OnEnqueue(n.hooks.wakeOnEnqueue(n.Bus, n.log))
 }
 
 // wakeOnEnqueue returns the store's enqueue hook: it never blocks the transaction that
-// enqueued (a Redis publish is a round trip), one goroutine publishes the wake-ups, and a
-// burst of enqueues of one kind makes one wake-up.
-func wakeOnEnqueue(b bus.PubSub, log *slog.Logger) func(kind string) {
+// enqueued (a Redis publish is a round trip): one goroutine, stopped by close, publishes the
+// wake-ups, and a burst of enqueues makes as many as the goroutine keeps up with.
+func (h *hooks) wakeOnEnqueue(b bus.PubSub, log *slog.Logger) func(kind string) {
 	q := jobs.NewQueue(nil, b, log)
 	pending := make(chan string, 256)
 	go func() {
-		for kind := range pending {
-			q.Wake(context.Background(), kind)
+		defer close(h.wakeDone)
+		for {
+			select {
+			case <-h.stopWake:
+				return
+			case kind := <-pending:
+				q.Wake(context.Background(), kind)
+			}
 		}
 	}()
 	return func(kind string) {
@@ -73,7 +83,10 @@ func (n *Node) runWebhookWorkers(ctx context.Context, a *api.API) {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	n.hooks = &hooks{cancel: cancel}
+	if n.hooks == nil {
+		n.hooks = &hooks{}
+	}
+	n.hooks.cancel = cancel
 	sender := &webhooks.Sender{Service: a.Webhooks, Client: n.Outbound.Client(webhooks.Timeout), PerReceiver: max(1, n.cfg.WebhookConcurrency/8), Log: n.log}
 	dw := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log, Concurrency: n.cfg.WebhookConcurrency,
 		ClaimBatch: n.cfg.WebhookConcurrency / 4})
@@ -99,11 +112,19 @@ func (n *Node) runWebhookWorkers(ctx context.Context, a *api.API) {
 	}
 }
 
-// close stops the workers and waits for them.
+// close stops the workers and the waking goroutine, and waits for them. Enqueues after it
+// wake nobody (the poll finds their jobs).
 func (h *hooks) close() {
 	if h == nil {
 		return
 	}
-	h.cancel()
+	if h.cancel != nil {
+		h.cancel()
+	}
 	h.wg.Wait()
+	if h.stopWake != nil {
+		close(h.stopWake)
+		<-h.wakeDone
+		h.stopWake = nil
+	}
 }
