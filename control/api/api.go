@@ -19,6 +19,7 @@ import (
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
@@ -67,6 +68,11 @@ type API struct {
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
+	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
+	// a server's tools (nil: servers are saved with a last_error).
+	Tools *tools.Service
+	Guard tools.URLGuard
+	MCP   tools.Discoverer
 
 	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
 	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
@@ -101,6 +107,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Vault == nil {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
+	}
+	if a.Tools == nil {
+		a.Tools = &tools.Service{Store: a.Store, Vault: a.Vault, Guard: a.Guard, MCP: a.MCP, Now: a.Now}
 	}
 	a.Services()
 	a.webhookServices()

@@ -32,9 +32,10 @@ type convOpts struct {
 	webCallsPerDay int
 	ringFor        time.Duration
 	pace           time.Duration
-	dialer         runtime.Dialer   // instead of the fake dialer (a real SIP server)
-	webCalls       runtime.WebCalls // instead of the fake browser calls (a real WebRTC service)
-	pricing        *runtime.Pricing // instead of the default price list
+	dialer         runtime.Dialer     // instead of the fake dialer (a real SIP server)
+	webCalls       runtime.WebCalls   // instead of the fake browser calls (a real WebRTC service)
+	pricing        *runtime.Pricing   // instead of the default price list
+	tools          runtime.ToolSource // issue 17: the conversations' tools
 }
 
 // startRuntime gives the world a runtime with the fake providers, a fake dialer and fake
@@ -56,7 +57,7 @@ func (w *world) startRuntime(t testing.TB, o convOpts) {
 	}
 	ro := runtime.Options{NodeID: "node-" + randHex(3), Store: w.st, Bus: w.bus, Providers: tp, TestProviders: tp, Media: !o.noMedia,
 		Dialer: w.dialer, WebCalls: w.web, DataDir: w.dataDir, ChatMaxTurns: o.chatMaxTurns, CalleePace: o.pace, RingFor: o.ringFor,
-		Log: w.api.Log, Pricing: o.pricing}
+		Log: w.api.Log, Pricing: o.pricing, Tools: o.tools}
 	if o.noProviders {
 		ro.Providers = nil
 	}
@@ -87,6 +88,8 @@ type fakeDialer struct {
 	fail   *runtime.DialFailure // fail every call with this
 	hold   bool                 // ring until the call is cancelled
 	ports  []*fakePort
+	// redirects are reported (OnRedirect) before the call rings (issue 21).
+	redirects []runtime.Redirect
 }
 
 func (d *fakeDialer) HasTrunk(name string) bool {
@@ -98,8 +101,13 @@ func (d *fakeDialer) HasTrunk(name string) bool {
 func (d *fakeDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	d.mu.Lock()
 	d.calls = append(d.calls, r)
-	fail, hold := d.fail, d.hold
+	fail, hold, redirects := d.fail, d.hold, d.redirects
 	d.mu.Unlock()
+	for _, rd := range redirects {
+		if r.OnRedirect != nil {
+			r.OnRedirect(rd)
+		}
+	}
 	if fail != nil {
 		return fail
 	}
