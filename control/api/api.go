@@ -12,14 +12,18 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
+	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/internal/netguard"
 
 	"github.com/go-chi/chi/v5"
 
@@ -72,6 +76,14 @@ type API struct {
 	Tools *tools.Service
 	Guard tools.URLGuard
 	MCP   tools.Discoverer
+
+	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
+	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
+	// their addresses (nil: the strict guard).
+	Outbound *netguard.Guard
+	Events   *events.Service
+	Webhooks *webhooks.Service
+	Analysis *analysis.Service
 }
 
 func (a *API) now() time.Time {
@@ -103,6 +115,7 @@ func (a *API) Routes() chi.Router {
 		a.Tools = &tools.Service{Store: a.Store, Vault: a.Vault, Guard: a.Guard, MCP: a.MCP, Now: a.Now}
 	}
 	a.Services()
+	a.webhookServices()
 	r := chi.NewRouter()
 	r.Use(cors)
 	r.Use(a.gate)
