@@ -115,25 +115,36 @@ const convCols = `id, org_id, project_id, agent_id, agent_version, channel, dire
 
 func scanConversation(r rowScanner) (Conversation, error) {
 	var c Conversation
+	dest, finish := conversationDest(&c)
+	err := r.Scan(dest...)
+	finish()
+	return c, err
+}
+
+// conversationDest is the scan destinations of convCols, in order, and what to do after the
+// scan. Every query that selects convCols (with more columns after them) scans through it, so
+// a column added to convCols is read everywhere at once.
+func conversationDest(c *Conversation) ([]any, func()) {
 	var version, sipStatus, q850 *int
-	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
+	dest := []any{&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
 		nullTextCol[string]{&c.EndReason}, &c.ViaAPI, nullTextCol[string]{&c.ExternalID}, &c.Language,
 		nullTextCol[string]{&c.FromNumber}, nullTextCol[string]{&c.ToNumber}, nullTextCol[PhoneNumberID]{&c.PhoneNumberID},
 		jsonCol{&c.Metadata}, jsonCol{&c.Variables}, jsonCol{&c.Turns}, jsonCol{&c.Cost}, &c.CostMicros,
 		nullTextCol[string]{&c.OwnerNode}, nullTextCol[string]{&c.Recording}, &c.LastSeq,
 		timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.RingingAt}, nullTimeCol{&c.StartedAt},
 		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt}, &sipStatus, &q850, nullTextCol[string]{&c.Outcome.Detail},
-		nullJSONCol{&c.Analysis}, nullJSONCol{&c.Collected}, nullTimeCol{&c.AnalyzedAt})
-	if sipStatus != nil {
-		c.Outcome.SIPStatus = *sipStatus
+		nullJSONCol{&c.Analysis}, nullJSONCol{&c.Collected}, nullTimeCol{&c.AnalyzedAt}}
+	return dest, func() {
+		if sipStatus != nil {
+			c.Outcome.SIPStatus = *sipStatus
+		}
+		if q850 != nil {
+			c.Outcome.Q850Cause = *q850
+		}
+		if version != nil {
+			c.AgentVersion = *version
+		}
 	}
-	if q850 != nil {
-		c.Outcome.Q850Cause = *q850
-	}
-	if version != nil {
-		c.AgentVersion = *version
-	}
-	return c, err
 }
 
 // NewConversationID returns a fresh conversation id (a UUIDv7), for callers that must name a
