@@ -213,7 +213,7 @@ func (r Campaigns) addContacts(ctx context.Context, c Campaign, contacts []Campa
 				args = append(args, v)
 				ph = append(ph, fmt.Sprintf("$%d", len(args)))
 			}
-			rows = append(rows, "("+strings.Join(ph, ", ")+", 0, NULL, NULL, NULL, NULL, "+ph[12]+", "+ph[12]+", NULL)")
+			rows = append(rows, "("+strings.Join(ph[:12], ", ")+", 0, NULL, NULL, NULL, NULL, "+ph[12]+", "+ph[12]+", NULL)")
 			out = append(out, cc)
 		}
 		if len(rows) == 0 {

@@ -77,6 +77,9 @@ func (r Contacts) Create(ctx context.Context, sc Scope, c Contact) (Contact, err
 	if err != nil {
 		return Contact{}, err
 	}
+	if _, err := r.q.Projects().Get(ctx, sc, c.ProjectID); err != nil {
+		return Contact{}, err
+	}
 	now := r.q.s.timeNow()
 	c.ID, c.CreatedAt, c.UpdatedAt = newID[ContactID](), now, now
 	c.Variables, c.Metadata = json.RawMessage(vars), json.RawMessage(meta)
@@ -161,10 +164,10 @@ const upsertChunk = 500
 // its own, and writes in batches, so ten thousand contacts take a few statements per 500.
 func (r Contacts) Upsert(ctx context.Context, sc Scope, p ProjectID, cs []Contact) (UpsertResult, error) {
 	var res UpsertResult
-	if !validID(p) || !sc.Reaches(p) {
-		return res, notFound("project", p)
-	}
 	err := r.q.atomic(ctx, func(q *Queries) error {
+		if _, err := q.Projects().Get(ctx, sc, p); err != nil {
+			return err
+		}
 		res = UpsertResult{Contacts: make([]Contact, len(cs)), Created: make([]bool, len(cs))}
 		now := q.s.timeNow()
 		for start := 0; start < len(cs); start += upsertChunk {

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"StartLookupsScope", testStartLookupsScope},
 	}
 	tests = append(tests, jobsTests...)
+	tests = append(tests, campaignTests...) // issue 15
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
