@@ -58,6 +58,25 @@ var specIndex = map[string]string{
 	"listCreditTransactions":    "GET /v1/billing/transactions",
 	"listAuditEvents":           "GET /v1/audit-events",
 	"createTestInboundCall":     "POST /v1/test/inbound-calls",
+	// issue 15
+	"listCampaigns":        "GET /v1/campaigns",
+	"createCampaign":       "POST /v1/campaigns",
+	"getCampaign":          "GET /v1/campaigns/{campaign_id}",
+	"cancelCampaign":       "POST /v1/campaigns/{campaign_id}/cancel",
+	"listCampaignContacts": "GET /v1/campaigns/{campaign_id}/contacts",
+	"addCampaignContacts":  "POST /v1/campaigns/{campaign_id}/contacts",
+	"pauseCampaign":        "POST /v1/campaigns/{campaign_id}/pause",
+	"resumeCampaign":       "POST /v1/campaigns/{campaign_id}/resume",
+	"startCampaign":        "POST /v1/campaigns/{campaign_id}/start",
+	"listContacts":         "GET /v1/contacts",
+	"createContact":        "POST /v1/contacts",
+	"importContacts":       "POST /v1/contacts/import",
+	"getContact":           "GET /v1/contacts/{contact_id}",
+	"updateContact":        "PATCH /v1/contacts/{contact_id}",
+	"deleteContact":        "DELETE /v1/contacts/{contact_id}",
+	"listDoNotCall":        "GET /v1/do-not-call",
+	"addDoNotCall":         "POST /v1/do-not-call",
+	"removeDoNotCall":      "DELETE /v1/do-not-call/{number}",
 }
 
 // extensions are the operations Parley adds to the specification's index; each is marked

@@ -14,7 +14,8 @@ var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
-	return append(ops, conversationOperations()...)
+	ops = append(ops, conversationOperations()...)
+	return append(ops, campaignOperations()...) // issue 15
 })
 
 // agentOperations are the operations of agents.

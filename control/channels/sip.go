@@ -94,8 +94,15 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", runtime.ErrNoTrunk, err)
 	}
+	var amd sip.AMDOptions
+	if r.AMD != nil { // issue 15: a campaign's voicemail handling
+		amd = sip.AMDOptions{Enabled: true, OnMachine: sip.AMDHangup}
+		if r.AMD.LeaveMessage {
+			amd.OnMachine, amd.Message = sip.AMDLeaveMessage, r.AMD.Message
+		}
+	}
 	_, err = d.Server.Dial(ctx, sip.DialRequest{
-		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap,
+		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap, RingTimeout: r.RingTimeout, AMD: amd,
 		Conversation: func(ctx context.Context, c *sip.Call) (*session.Conversation, error) { return r.Conversation(ctx, c) },
 		OnEvent: func(ev sip.Event) {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {

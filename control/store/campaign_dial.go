@@ -216,10 +216,22 @@ func (q *Queries) FinishAttempt(ctx context.Context, a CampaignAttempt, outcome,
 	return err
 }
 
-// SkipCampaignContact ends a contact without a call (skipped_dnc, cancelled, failed before
-// dialling), settling its leased attempt.
+// SkipCampaignContact ends a contact without a call (skipped_dnc, cancelled): its leased
+// attempt is marked not dialled and no longer counts, and the contact takes the final state.
 func (q *Queries) SkipCampaignContact(ctx context.Context, a CampaignAttempt, state, detail string, now time.Time) error {
-	return q.FinishAttempt(ctx, a, state, detail, state, nil, now)
+	n := ts(normTime(now))
+	res, err := q.exec(ctx, "skip attempt", `UPDATE campaign_attempts SET state = 'not_dialled', outcome = $2, detail = $3, finished_at = $4
+		WHERE conversation_id = $1 AND state = 'leased'`, string(a.ConversationID), state, nullText(detail), n)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return fmt.Errorf("store: attempt %s: %w: not leased", a.ConversationID, ErrConflict)
+	}
+	_, err = q.exec(ctx, "skip campaign contact", `UPDATE campaign_contacts SET state = $3, attempts = attempts - 1, last_outcome = $3,
+		last_detail = $4, next_attempt_at = NULL, updated_at = $5, finished_at = $5 WHERE id = $1 AND conversation_id = $2`,
+		string(a.CampaignContactID), string(a.ConversationID), state, nullText(detail), n)
+	return err
 }
 
 // RecentAttemptOutcomes returns the outcomes of a campaign's last n finished attempts, newest

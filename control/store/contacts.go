@@ -216,6 +216,7 @@ func (r Contacts) upsertChunk(ctx context.Context, sc Scope, p ProjectID, cs []C
 		}
 	}
 	var gone []any
+	used := map[ContactID]bool{}
 	for i, c := range cs {
 		c.OrgID, c.ProjectID = sc.Org, p
 		vars, meta, err := checkContact(sc, c)
@@ -227,14 +228,16 @@ func (r Contacts) upsertChunk(ctx context.Context, sc Scope, p ProjectID, cs []C
 		if c.ExternalID == "" || !ok {
 			old, ok = byNum[c.Number]
 		}
-		if ok {
+		if ok && !used[old.ID] {
+			used[old.ID] = true
 			c.ID, c.CreatedAt = old.ID, old.CreatedAt
 			if c.ExternalID == "" {
 				c.ExternalID = old.ExternalID // an import without ids keeps the one it has
 			}
 			gone = append(gone, string(old.ID))
 			// The number may move to this contact from another of the project.
-			if o2, ok := byNum[c.Number]; ok && o2.ID != old.ID {
+			if o2, ok := byNum[c.Number]; ok && o2.ID != old.ID && !used[o2.ID] {
+				used[o2.ID] = true
 				gone = append(gone, string(o2.ID))
 			}
 		} else {
