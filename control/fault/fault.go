@@ -159,12 +159,12 @@ const (
 	CodeAllProjectsRequired = "all_projects_key_required"
 
 	// issue 15: contacts, the do-not-call list and campaigns.
-	CodeContactNotFound     = "contact_not_found"
-	CodeContactExists       = "contact_exists"
-	CodeDoNotCallNotFound   = "number_not_on_do_not_call_list"
-	CodeCampaignNotFound    = "campaign_not_found"
-	CodeCampaignState       = "campaign_state_conflict"
-	CodeUnreadableImport    = "unreadable_import"
+	CodeContactNotFound   = "contact_not_found"
+	CodeContactExists     = "contact_exists"
+	CodeDoNotCallNotFound = "number_not_on_do_not_call_list"
+	CodeCampaignNotFound  = "campaign_not_found"
+	CodeCampaignState     = "campaign_state_conflict"
+	CodeUnreadableImport  = "unreadable_import"
 )
 
 var Codes = map[string]Code{

@@ -51,7 +51,7 @@ type ContactFilter struct {
 }
 
 func (r Contacts) sel(sc Scope) *sel {
-	return newSel(`SELECT ` + contactCols + ` FROM contacts`).scope(sc, "org_id", "project_id", "")
+	return newSel(`SELECT `+contactCols+` FROM contacts`).scope(sc, "org_id", "project_id", "")
 }
 
 func checkContact(sc Scope, c Contact) (vars, meta string, err error) {

@@ -184,29 +184,31 @@ type CampaignCounts struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (CampaignCounts) SchemaDoc() string { return "How many of the campaign's contacts are in each state." }
+func (CampaignCounts) SchemaDoc() string {
+	return "How many of the campaign's contacts are in each state."
+}
 
 // Campaign is the Campaign object.
 type Campaign struct {
-	Object        string             `json:"object" jsonschema:"enum=campaign"`
-	ID            string             `json:"id" jsonschema:"format=uuid"`
-	ProjectID     string             `json:"project_id" jsonschema:"format=uuid"`
-	AgentID       string             `json:"agent_id" jsonschema:"format=uuid"`
-	Name          string             `json:"name"`
-	Status        string             `json:"status" doc:"draft → scheduled (start_at) → running ⇄ paused → completed (every contact finished) or cancelled." jsonschema:"enum=draft,enum=scheduled,enum=running,enum=paused,enum=completed,enum=cancelled"`
-	PausedReason  *string            `json:"paused_reason" doc:"Why it is paused: null when paused through the API; the circuit breaker's reason otherwise." jsonschema:"nullable"`
-	PausedCode    *string            `json:"paused_code" doc:"The problem code the breaker saw again and again (upstream_unreachable, credit_exhausted, …)." jsonschema:"nullable"`
-	CallingHours  *CallingHours      `json:"calling_hours" jsonschema:"nullable"`
-	Callbacks     CampaignCallbacks  `json:"callbacks"`
-	Pacing        CampaignPacing     `json:"pacing"`
-	Voicemail     CampaignVoicemail  `json:"voicemail"`
-	PhoneNumberID *string            `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
-	Contacts      CampaignCounts     `json:"contacts"`
-	StartAt       *time.Time         `json:"start_at" jsonschema:"nullable"`
-	CreatedAt     time.Time          `json:"created_at"`
-	UpdatedAt     time.Time          `json:"updated_at"`
-	StartedAt     *time.Time         `json:"started_at" jsonschema:"nullable"`
-	FinishedAt    *time.Time         `json:"finished_at" jsonschema:"nullable"`
+	Object        string            `json:"object" jsonschema:"enum=campaign"`
+	ID            string            `json:"id" jsonschema:"format=uuid"`
+	ProjectID     string            `json:"project_id" jsonschema:"format=uuid"`
+	AgentID       string            `json:"agent_id" jsonschema:"format=uuid"`
+	Name          string            `json:"name"`
+	Status        string            `json:"status" doc:"draft → scheduled (start_at) → running ⇄ paused → completed (every contact finished) or cancelled." jsonschema:"enum=draft,enum=scheduled,enum=running,enum=paused,enum=completed,enum=cancelled"`
+	PausedReason  *string           `json:"paused_reason" doc:"Why it is paused: null when paused through the API; the circuit breaker's reason otherwise." jsonschema:"nullable"`
+	PausedCode    *string           `json:"paused_code" doc:"The problem code the breaker saw again and again (upstream_unreachable, credit_exhausted, …)." jsonschema:"nullable"`
+	CallingHours  *CallingHours     `json:"calling_hours" jsonschema:"nullable"`
+	Callbacks     CampaignCallbacks `json:"callbacks"`
+	Pacing        CampaignPacing    `json:"pacing"`
+	Voicemail     CampaignVoicemail `json:"voicemail"`
+	PhoneNumberID *string           `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
+	Contacts      CampaignCounts    `json:"contacts"`
+	StartAt       *time.Time        `json:"start_at" jsonschema:"nullable"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	StartedAt     *time.Time        `json:"started_at" jsonschema:"nullable"`
+	FinishedAt    *time.Time        `json:"finished_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.

@@ -68,12 +68,12 @@ func (ContactCreate) SchemaDoc() string { return "A new contact." }
 
 // ContactUpdate is the body of a change to a contact: the members sent replace the contact's.
 type ContactUpdate struct {
-	Number     *string             `json:"number,omitempty" doc:"A phone number in E.164 form."`
-	Name       *string             `json:"name,omitempty" jsonschema:"maxLength=200"`
-	Timezone   app.Patch[string]   `json:"timezone,omitzero" doc:"An IANA time zone name; null: the organization's." jsonschema:"maxLength=64,nullable"`
-	ExternalID app.Patch[string]   `json:"external_id,omitzero" jsonschema:"maxLength=255,nullable"`
-	Variables  *calls.Variables    `json:"variables,omitempty"`
-	Metadata   *calls.Metadata     `json:"metadata,omitempty"`
+	Number     *string           `json:"number,omitempty" doc:"A phone number in E.164 form."`
+	Name       *string           `json:"name,omitempty" jsonschema:"maxLength=200"`
+	Timezone   app.Patch[string] `json:"timezone,omitzero" doc:"An IANA time zone name; null: the organization's." jsonschema:"maxLength=64,nullable"`
+	ExternalID app.Patch[string] `json:"external_id,omitzero" jsonschema:"maxLength=255,nullable"`
+	Variables  *calls.Variables  `json:"variables,omitempty"`
+	Metadata   *calls.Metadata   `json:"metadata,omitempty"`
 }
 
 // SchemaDoc describes the body in the document.
