@@ -130,9 +130,11 @@ func (q *Queries) GetCampaignContact(ctx context.Context, id CampaignContactID) 
 
 // MarkAttemptPlaced records, in the transaction that stores its conversation, that an
 // attempt's conversation exists: from then on it is never dialled again. It is ErrConflict when
-// the attempt is no longer leased.
+// the attempt is no longer leased or its campaign is no longer running (paused or cancelled
+// meanwhile: nothing new is dialled).
 func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) error {
-	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND state = 'leased'`, string(id))
+	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND state = 'leased'
+		AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')`, string(id))
 	if err != nil {
 		return err
 	}

@@ -360,7 +360,7 @@ func (r Campaigns) ListContacts(ctx context.Context, c Campaign, f CampaignConta
 
 // ContactAttempts lists the conversations of a campaign contact's attempts, oldest first.
 func (r Campaigns) ContactAttempts(ctx context.Context, id CampaignContactID) ([]CampaignAttempt, error) {
-	return list(ctx, r.q, "list attempts", `SELECT `+attemptCols+` FROM campaign_attempts WHERE campaign_contact_id = $1 ORDER BY attempt`,
+	return list(ctx, r.q, "list attempts", `SELECT `+attemptCols+` FROM campaign_attempts WHERE campaign_contact_id = $1 ORDER BY created_at`,
 		[]any{string(id)}, scanAttempt)
 }
 

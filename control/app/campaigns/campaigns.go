@@ -276,11 +276,14 @@ func viewCampaignContact(c store.CampaignContact, attempts []store.CampaignAttem
 
 // CampaignContactsAdded is the answer of adding contacts to a campaign.
 type CampaignContactsAdded struct {
-	Object  string `json:"object" jsonschema:"enum=campaign_contacts_added"`
-	Added   int    `json:"added" jsonschema:"minimum=0"`
-	Skipped int    `json:"skipped" doc:"Numbers the campaign had already." jsonschema:"minimum=0"`
-	Campaign
+	Object   string   `json:"object" jsonschema:"enum=campaign_contacts_added"`
+	Added    int      `json:"added" jsonschema:"minimum=0"`
+	Skipped  int      `json:"skipped" doc:"Numbers the campaign had already." jsonschema:"minimum=0"`
+	Campaign Campaign `json:"campaign" doc:"The campaign with its new counts."`
 }
+
+// SchemaDoc describes the object in the document.
+func (CampaignContactsAdded) SchemaDoc() string { return "How many people were added and skipped." }
 
 // CampaignContactsAdd is the body of more contacts for a campaign.
 type CampaignContactsAdd struct {

@@ -411,10 +411,22 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	})
 	if err != nil {
 		s.Calls.Media.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, conv.ID)
-		if errors.Is(err, store.ErrConflict) {
-			return nil // settled meanwhile (given back by a tick): nothing dialled
+		if !errors.Is(err, store.ErrConflict) {
+			return err
 		}
-		return err
+		// Settled meanwhile (given back by a tick), or the campaign stopped running: nothing
+		// was dialled.
+		if a2, err := s.Store.GetCampaignAttempt(ctx, a.ConversationID); err != nil || a2.State != store.AttemptLeased {
+			return err
+		}
+		c2, err := s.Store.GetCampaign(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if c2.Status == store.CampaignCancelled || c2.Status == store.CampaignCompleted {
+			return s.skip(ctx, c2, a, cc, store.ContactCancelled, "the campaign was "+c2.Status, now)
+		}
+		return giveBack("the campaign was "+c2.Status, nil)
 	}
 	pl := calls.Placement{ConversationID: conv.ID, Trunk: start.From.Trunk, RingTimeout: time.Duration(st.Pacing.RingTimeoutSeconds) * time.Second}
 	if *st.Voicemail.Detect {

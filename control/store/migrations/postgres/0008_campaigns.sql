@@ -84,9 +84,10 @@ CREATE TABLE campaign_attempts (
 	outcome text,
 	detail text,
 	created_at timestamptz NOT NULL,
-	finished_at timestamptz,
-	UNIQUE (campaign_contact_id, attempt)
+	finished_at timestamptz
 );
 
+-- An attempt given back before anything was dialled keeps its number, which the next takes again.
+CREATE INDEX campaign_attempts_contact ON campaign_attempts (campaign_contact_id, attempt);
 CREATE INDEX campaign_attempts_open ON campaign_attempts (campaign_id, state);
 CREATE INDEX campaign_attempts_started ON campaign_attempts (campaign_id, created_at);

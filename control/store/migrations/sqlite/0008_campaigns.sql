@@ -84,9 +84,10 @@ CREATE TABLE campaign_attempts (
 	outcome TEXT,
 	detail TEXT,
 	created_at TEXT NOT NULL,
-	finished_at TEXT,
-	UNIQUE (campaign_contact_id, attempt)
+	finished_at TEXT
 ) STRICT;
 
+-- An attempt given back before anything was dialled keeps its number, which the next takes again.
+CREATE INDEX campaign_attempts_contact ON campaign_attempts (campaign_contact_id, attempt);
 CREATE INDEX campaign_attempts_open ON campaign_attempts (campaign_id, state);
 CREATE INDEX campaign_attempts_started ON campaign_attempts (campaign_id, created_at);
