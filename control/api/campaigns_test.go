@@ -183,7 +183,9 @@ func testCampaignRules(t *testing.T, e engine) {
 		t.Fatalf("draft %s", r)
 	}
 	id := r.Str("id")
-	move := func(op string) *resp { return w.do(t, req{method: "POST", path: "/v1/campaigns/" + id + "/" + op, key: kLive}) }
+	move := func(op string) *resp {
+		return w.do(t, req{method: "POST", path: "/v1/campaigns/" + id + "/" + op, key: kLive})
+	}
 	if r := move("resume"); r.Status != 409 || r.Code() != fault.CodeCampaignState {
 		t.Fatalf("resume a draft: %s", r)
 	}
@@ -325,7 +327,9 @@ func testCampaignDialler(t *testing.T, e engine) {
 	body["voicemail"] = map[string]any{"action": "leave_message", "message": "Hello {{customer}}, call us back."}
 	r := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/campaigns", key: kLive, header: idem("c1"), body: body})
 	id := r.Str("id")
-	get := func() *resp { return w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}) }
+	get := func() *resp {
+		return w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive})
+	}
 	counts := func() map[string]any { return get().JSON["contacts"].(map[string]any) }
 	stop := runDialler(t, w)
 	defer stop()
