@@ -459,3 +459,63 @@ func (d *outcomeDialer) count() int {
 	defer d.mu.Unlock()
 	return len(d.reqs)
 }
+
+var _ = register(scenario{"CampaignCallingHours", testCampaignCallingHours})
+
+// testCampaignCallingHours runs the dialler on an injected clock across New York's spring DST
+// change, with contacts in New York, Paris and Tokyo and calling hours 9 to 17: each is dialled
+// only inside its own wall-clock hours, and waits for their next opening otherwise.
+func testCampaignCallingHours(t *testing.T, e engine) {
+	d := &outcomeDialer{dials: map[string]int{}, toOf: map[string]string{}}
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{dialer: d}})
+	w.credit(t, 10)
+	agent := w.outboundAgent(t, "+14155550001")
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	now := at("2026-03-08T12:30:00Z") // NY 8:30 EDT (the clocks moved at 2:00), Paris 13:30 CET, Tokyo 21:30 JST
+	w.now.Store(&now)
+	body := map[string]any{"agent_id": agent, "name": "Hours", "calling_hours": map[string]any{"start_hour": 9, "end_hour": 17},
+		"contacts": []any{
+			map[string]any{"to_number": "+12125550101", "timezone": "America/New_York", "variables": map[string]any{"customer": "NY"}},
+			map[string]any{"to_number": "+33155550101", "timezone": "Europe/Paris", "variables": map[string]any{"customer": "Paris"}},
+			map[string]any{"to_number": "+81355550101", "timezone": "Asia/Tokyo", "variables": map[string]any{"customer": "Tokyo"}},
+		}, "start": true}
+	id := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/campaigns", key: kLive, header: idem("hours"), body: body}).Str("id")
+	stop := runDialler(t, w)
+	defer stop()
+	byNumber := func() map[string]map[string]any {
+		l := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id + "/contacts", key: kLive})
+		out := map[string]map[string]any{}
+		for _, x := range l.JSON["data"].([]any) {
+			out[x.(map[string]any)["to_number"].(string)] = x.(map[string]any)
+		}
+		return out
+	}
+	waitFor(t, 10*time.Second, "Paris dialled, New York and Tokyo waiting", func() bool {
+		c := byNumber()
+		return c["+33155550101"]["state"] == "busy" && c["+12125550101"]["next_attempt_at"] != nil && c["+81355550101"]["next_attempt_at"] != nil
+	})
+	c := byNumber()
+	if c["+12125550101"]["next_attempt_at"] != "2026-03-08T13:00:00Z" || c["+81355550101"]["next_attempt_at"] != "2026-03-09T00:00:00Z" {
+		t.Fatalf("next openings: NY %v, Tokyo %v", c["+12125550101"]["next_attempt_at"], c["+81355550101"]["next_attempt_at"])
+	}
+	if d.count() != 1 {
+		t.Fatalf("%d dialled outside their hours", d.count()-1)
+	}
+	now = at("2026-03-08T13:00:00Z") // 9:00 EDT
+	w.now.Store(&now)
+	waitFor(t, 10*time.Second, "New York dialled at 9:00 EDT", func() bool { return byNumber()["+12125550101"]["state"] == "busy" })
+	if d.count() != 2 || byNumber()["+81355550101"]["state"] != "queued" {
+		t.Fatalf("Tokyo dialled at 22:00 JST")
+	}
+	now = at("2026-03-09T00:00:00Z") // 9:00 JST
+	w.now.Store(&now)
+	waitFor(t, 10*time.Second, "the campaign completed", func() bool {
+		return w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}).Str("status") == "completed"
+	})
+}
