@@ -154,8 +154,8 @@ type UpsertResult struct {
 	Created  []bool
 }
 
-// upsertChunk bounds the rows of one statement (PostgreSQL takes at most 65535 arguments).
-const upsertChunk = 500
+// upsertChunk bounds the rows of one statement (PostgreSQL takes at most 65535 arguments; SQLite finds a numbered argument by a scan, so a statement of many costs their square).
+const upsertChunk = 100
 
 // Upsert stores contacts in project p of the scope: one whose external id, or else whose
 // number, the project has already replaces that contact's values (keeping its id); the others
