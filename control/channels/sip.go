@@ -105,7 +105,7 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap, RingTimeout: r.RingTimeout, AMD: amd,
 		// The conversation's id rides on the INVITE, so a carrier's (or a test peer's) log names
 		// the attempt each call belongs to.
-		Headers: map[string]string{"X-Parley-Conversation-Id": r.ID},
+		Headers:      map[string]string{"X-Parley-Conversation-Id": r.ID},
 		Conversation: func(ctx context.Context, c *sip.Call) (*session.Conversation, error) { return r.Conversation(ctx, c) },
 		OnEvent: func(ev sip.Event) {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {
