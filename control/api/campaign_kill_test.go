@@ -132,7 +132,7 @@ func TestCampaignKillChild(t *testing.T) {
 }
 
 // killSchema makes a PostgreSQL schema for the test and returns its URL.
-func killSchema(t *testing.T) string {
+func killSchema(t testing.TB) string {
 	base := testenv.PostgresURL(t)
 	admin, err := sql.Open("pgx", base)
 	if err != nil {

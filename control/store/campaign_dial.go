@@ -43,13 +43,10 @@ func scanAttempt(r rowScanner) (CampaignAttempt, error) {
 	return a, err
 }
 
-// GetCampaign returns a campaign by id, whatever its organization (for the workers).
+// GetCampaign returns a campaign by id, whatever its organization (for the workers), without
+// its counts (counting is a scan of its contacts; the dialler reads a campaign per attempt).
 func (q *Queries) GetCampaign(ctx context.Context, id CampaignID) (Campaign, error) {
-	c, err := one(ctx, q, "get campaign", newSel(`SELECT `+campaignCols+` FROM campaigns`).id("id", string(id)), scanCampaign)
-	if err != nil {
-		return Campaign{}, err
-	}
-	return q.Campaigns().withCounts(ctx, c)
+	return one(ctx, q, "get campaign", newSel(`SELECT `+campaignCols+` FROM campaigns`).id("id", string(id)), scanCampaign)
 }
 
 // CampaignsToRun returns the campaigns the dialler serves at now: the running ones and the
