@@ -18,6 +18,7 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +26,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -60,6 +62,9 @@ type API struct {
 	Calls         *calls.Service
 	Chats         *chats.Service
 	Campaigns     *campaigns.Service // issue 15: contacts, do-not-call, campaigns and their dialler
+	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
+	Box   *secrets.Box
+	Vault *vault.Service
 }
 
 func (a *API) now() time.Time {
@@ -83,6 +88,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Vault == nil {
+		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
 	r := chi.NewRouter()

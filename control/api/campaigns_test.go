@@ -501,7 +501,7 @@ func testCampaignCallingHours(t *testing.T, e engine) {
 		return c["+33155550101"]["state"] == "busy" && c["+12125550101"]["next_attempt_at"] != nil && c["+81355550101"]["next_attempt_at"] != nil
 	})
 	c := byNumber()
-	if c["+12125550101"]["next_attempt_at"] != "2026-03-08T13:00:00Z" || c["+81355550101"]["next_attempt_at"] != "2026-03-09T00:00:00Z" {
+	if c["+12125550101"]["next_attempt_at"] != "2026-03-08T13:00:00.000000Z" || c["+81355550101"]["next_attempt_at"] != "2026-03-09T00:00:00.000000Z" {
 		t.Fatalf("next openings: NY %v, Tokyo %v", c["+12125550101"]["next_attempt_at"], c["+81355550101"]["next_attempt_at"])
 	}
 	if d.count() != 1 {

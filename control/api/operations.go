@@ -14,6 +14,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
+	ops = append(ops, vaultOperations()...) // issue 17
 	ops = append(ops, conversationOperations()...)
 	return append(ops, campaignOperations()...) // issue 15
 })

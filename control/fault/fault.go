@@ -165,6 +165,11 @@ const (
 	CodeCampaignNotFound  = "campaign_not_found"
 	CodeCampaignState     = "campaign_state_conflict"
 	CodeUnreadableImport  = "unreadable_import"
+
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound  = "vault_secret_not_found"
+	CodeSecretNameTaken = "vault_secret_name_taken"
+	CodeSecretInUse     = "vault_secret_in_use"
 )
 
 var Codes = map[string]Code{
@@ -247,6 +252,11 @@ var Codes = map[string]Code{
 	CodeCampaignState:       {409, "The campaign is not in a status this operation applies to (a cancelled or completed campaign never starts again); detail names its status."},
 	CodeUnreadableImport:    {422, "The import is not CSV or JSON lines text (a binary file, or not UTF-8)."},
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
+
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

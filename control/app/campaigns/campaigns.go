@@ -113,7 +113,7 @@ type CampaignCreate struct {
 	Voicemail     *CampaignVoicemail      `json:"voicemail,omitempty" jsonschema:"nullable"`
 	PhoneNumberID *string                 `json:"phone_number_id,omitempty" doc:"One of the agent's numbers; the agent's own when omitted." jsonschema:"format=uuid,nullable"`
 	Start         bool                    `json:"start,omitempty" doc:"Start dialling now."`
-	StartAt       *time.Time              `json:"start_at,omitempty" doc:"Start at this moment (with its offset; none is UTC). Not with start." jsonschema:"nullable"`
+	StartAt       *app.Time               `json:"start_at,omitempty" doc:"Start at this moment (with its offset; none is UTC). Not with start." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the body in the document.
@@ -204,11 +204,11 @@ type Campaign struct {
 	Voicemail     CampaignVoicemail `json:"voicemail"`
 	PhoneNumberID *string           `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
 	Contacts      CampaignCounts    `json:"contacts"`
-	StartAt       *time.Time        `json:"start_at" jsonschema:"nullable"`
-	CreatedAt     time.Time         `json:"created_at"`
-	UpdatedAt     time.Time         `json:"updated_at"`
-	StartedAt     *time.Time        `json:"started_at" jsonschema:"nullable"`
-	FinishedAt    *time.Time        `json:"finished_at" jsonschema:"nullable"`
+	StartAt       *app.Time         `json:"start_at" jsonschema:"nullable"`
+	CreatedAt     app.Time          `json:"created_at"`
+	UpdatedAt     app.Time          `json:"updated_at"`
+	StartedAt     *app.Time         `json:"started_at" jsonschema:"nullable"`
+	FinishedAt    *app.Time         `json:"finished_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -226,7 +226,7 @@ func ViewCampaign(c store.Campaign) Campaign {
 		Contacts: CampaignCounts{Queued: n[store.ContactQueued], Dialing: n[store.ContactDialing], InCall: n[store.ContactInCall],
 			Completed: n[store.ContactCompleted], NoAnswer: n[store.ContactNoAnswer], Busy: n[store.ContactBusy], Voicemail: n[store.ContactVoicemail],
 			Failed: n[store.ContactFailed], SkippedDNC: n[store.ContactSkippedDNC], Cancelled: n[store.ContactCancelled]},
-		StartAt: c.StartAt, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt}
+		StartAt: app.TP(c.StartAt), CreatedAt: app.T(c.CreatedAt), UpdatedAt: app.T(c.UpdatedAt), StartedAt: app.TP(c.StartedAt), FinishedAt: app.TP(c.FinishedAt)}
 	for _, k := range n {
 		v.Contacts.Total += k
 	}
@@ -249,11 +249,11 @@ type CampaignContact struct {
 	Attempts        int             `json:"attempts" doc:"Calls placed to the person so far." jsonschema:"minimum=0"`
 	LastOutcome     *string         `json:"last_outcome" jsonschema:"nullable"`
 	LastDetail      *string         `json:"last_detail" doc:"What ended the last attempt, such as the conversation's end reason or a problem code." jsonschema:"nullable"`
-	NextAttemptAt   *time.Time      `json:"next_attempt_at" jsonschema:"nullable"`
+	NextAttemptAt   *app.Time       `json:"next_attempt_at" jsonschema:"nullable"`
 	ConversationIDs []string        `json:"conversation_ids" doc:"The conversations of the attempts, oldest first."`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	FinishedAt      *time.Time      `json:"finished_at" jsonschema:"nullable"`
+	CreatedAt       app.Time        `json:"created_at"`
+	UpdatedAt       app.Time        `json:"updated_at"`
+	FinishedAt      *app.Time       `json:"finished_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -265,7 +265,7 @@ func viewCampaignContact(c store.CampaignContact, attempts []store.CampaignAttem
 	v := CampaignContact{Object: "campaign_contact", ID: string(c.ID), CampaignID: string(c.CampaignID), ContactID: nullable(string(c.ContactID)),
 		ToNumber: c.ToNumber, Name: c.Name, Timezone: nullable(c.Timezone), ExternalID: nullable(c.ExternalID), Variables: orEmpty(c.Variables),
 		Metadata: orEmpty(c.Metadata), State: c.State, Attempts: c.Attempts, LastOutcome: nullable(c.LastOutcome), LastDetail: nullable(c.LastDetail),
-		NextAttemptAt: c.NextAttemptAt, ConversationIDs: []string{}, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, FinishedAt: c.FinishedAt}
+		NextAttemptAt: app.TP(c.NextAttemptAt), ConversationIDs: []string{}, CreatedAt: app.T(c.CreatedAt), UpdatedAt: app.T(c.UpdatedAt), FinishedAt: app.TP(c.FinishedAt)}
 	for _, a := range attempts {
 		if a.State == store.AttemptPlaced || a.State == store.AttemptFinished && a.Outcome != store.ContactSkippedDNC && a.Outcome != store.ContactCancelled {
 			v.ConversationIDs = append(v.ConversationIDs, string(a.ConversationID))
@@ -447,13 +447,17 @@ func (s *Service) Create(ctx context.Context, act app.Actor, body CampaignCreate
 	case body.StartAt != nil:
 		status = store.CampaignScheduled
 	}
+	var startAt *time.Time
+	if body.StartAt != nil {
+		startAt = &body.StartAt.Time
+	}
 	mode := act.Mode()
 	if mode == "" {
 		mode = store.ModeLive
 	}
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Campaign, error) {
 		c, err := tx.Campaigns().Create(ctx, act.Scope, store.Campaign{OrgID: act.Org.ID, ProjectID: st.Agent.ProjectID, AgentID: st.Agent.ID,
-			Mode: mode, Name: body.Name, Status: status, Settings: raw, StartAt: body.StartAt}, contacts)
+			Mode: mode, Name: body.Name, Status: status, Settings: raw, StartAt: startAt}, contacts)
 		if err != nil {
 			return Campaign{}, err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -30,8 +29,8 @@ type Contact struct {
 	ExternalID *string         `json:"external_id" doc:"Your own id of the person, unique in the project." jsonschema:"nullable"`
 	Variables  json.RawMessage `json:"variables" doc:"The values of the agent's {{placeholders}} for this person (an object)." jsonschema:"type=object"`
 	Metadata   json.RawMessage `json:"metadata" doc:"Your own data (an object)." jsonschema:"type=object"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
+	CreatedAt  app.Time        `json:"created_at"`
+	UpdatedAt  app.Time        `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -43,7 +42,7 @@ func (Contact) SchemaDoc() string {
 func ViewContact(c store.Contact) Contact {
 	return Contact{Object: "contact", ID: string(c.ID), ProjectID: string(c.ProjectID), Number: c.Number, Name: c.Name,
 		Timezone: nullable(c.Timezone), ExternalID: nullable(c.ExternalID), Variables: orEmpty(c.Variables), Metadata: orEmpty(c.Metadata),
-		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		CreatedAt: app.T(c.CreatedAt), UpdatedAt: app.T(c.UpdatedAt)}
 }
 
 // ContactFields are the members a contact is written with, in a create, an import row or a

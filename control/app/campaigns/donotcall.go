@@ -3,7 +3,6 @@ package campaigns
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
@@ -13,11 +12,11 @@ import (
 
 // DoNotCall is the DoNotCallEntry object.
 type DoNotCall struct {
-	Object    string    `json:"object" jsonschema:"enum=do_not_call"`
-	Number    string    `json:"number" doc:"E.164."`
-	Reason    string    `json:"reason"`
-	Source    string    `json:"source" doc:"How the number came onto the list: api (the API or console), caller_request (the person asked the agent during a call), import." jsonschema:"enum=api,enum=caller_request,enum=import"`
-	CreatedAt time.Time `json:"created_at"`
+	Object    string   `json:"object" jsonschema:"enum=do_not_call"`
+	Number    string   `json:"number" doc:"E.164."`
+	Reason    string   `json:"reason"`
+	Source    string   `json:"source" doc:"How the number came onto the list: api (the API or console), caller_request (the person asked the agent during a call), import." jsonschema:"enum=api,enum=caller_request,enum=import"`
+	CreatedAt app.Time `json:"created_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -48,7 +47,7 @@ func (DoNotCallRemoved) SchemaDoc() string { return "The entry taken off the lis
 
 // ViewDoNotCall is the interface's form of an entry.
 func ViewDoNotCall(d store.DoNotCall) DoNotCall {
-	return DoNotCall{Object: "do_not_call", Number: d.Number, Reason: d.Reason, Source: d.Source, CreatedAt: d.CreatedAt}
+	return DoNotCall{Object: "do_not_call", Number: d.Number, Reason: d.Reason, Source: d.Source, CreatedAt: app.T(d.CreatedAt)}
 }
 
 // AddDoNotCall puts a number on the actor's organization's list and reports whether it was
