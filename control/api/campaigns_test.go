@@ -507,14 +507,14 @@ func testCampaignCallingHours(t *testing.T, e engine) {
 	if d.count() != 1 {
 		t.Fatalf("%d dialled outside their hours", d.count()-1)
 	}
-	now = at("2026-03-08T13:00:00Z") // 9:00 EDT
-	w.now.Store(&now)
+	nine := at("2026-03-08T13:00:00Z") // 9:00 EDT
+	w.now.Store(&nine)
 	waitFor(t, 10*time.Second, "New York dialled at 9:00 EDT", func() bool { return byNumber()["+12125550101"]["state"] == "busy" })
 	if d.count() != 2 || byNumber()["+81355550101"]["state"] != "queued" {
 		t.Fatalf("Tokyo dialled at 22:00 JST")
 	}
-	now = at("2026-03-09T00:00:00Z") // 9:00 JST
-	w.now.Store(&now)
+	tokyo := at("2026-03-09T00:00:00Z") // 9:00 JST
+	w.now.Store(&tokyo)
 	waitFor(t, 10*time.Second, "the campaign completed", func() bool {
 		return w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}).Str("status") == "completed"
 	})
