@@ -260,6 +260,9 @@ func (d *outcomeDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	case '3':
 		done()
 		return &runtime.DialFailure{Reason: session.EndVoicemail, Detail: "machine"}
+	case '9': // the trunk never answers
+		done()
+		return &runtime.DialFailure{Reason: session.EndFailed, Unreachable: true, Detail: "no answer from the trunk"}
 	}
 	r.OnRinging()
 	port := &fakePort{tap: r.Tap}
@@ -518,4 +521,56 @@ func testCampaignCallingHours(t *testing.T, e engine) {
 	waitFor(t, 10*time.Second, "the campaign completed", func() bool {
 		return w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}).Str("status") == "completed"
 	})
+}
+
+var _ = register(scenario{"CampaignCircuitBreaker", testCampaignCircuitBreaker})
+
+// testCampaignCircuitBreaker: when the trunk is down, the campaign pauses itself after most of
+// its recent calls failed for that one cause, with the reason and an event, instead of burning
+// through the list; resumed, it goes on.
+func testCampaignCircuitBreaker(t *testing.T, e engine) {
+	d := &outcomeDialer{dials: map[string]int{}, toOf: map[string]string{}}
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{dialer: d}})
+	w.credit(t, 10)
+	agent := w.outboundAgent(t, "+14155550001")
+	var numbers []string
+	for i := range 40 {
+		numbers = append(numbers, fmt.Sprintf("+1415556%03d9", i))
+	}
+	body := campaignBody(agent, numbers...)
+	body["start"] = true
+	body["pacing"] = map[string]any{"max_concurrent": 2}
+	id := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/campaigns", key: kLive, header: idem("breaker"), body: body}).Str("id")
+	stop := runDialler(t, w)
+	defer stop()
+	var c *resp
+	waitFor(t, 30*time.Second, "the campaign paused by the breaker", func() bool {
+		c = w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive})
+		return c.Str("status") == "paused"
+	})
+	if c.Str("paused_code") != fault.CodeUpstreamUnreachable || !strings.Contains(c.Str("paused_reason"), "of the last 10 calls failed") {
+		t.Fatalf("paused %s", c)
+	}
+	failed := c.JSON["contacts"].(map[string]any)["failed"].(float64)
+	if failed < 8 || failed > 14 {
+		t.Fatalf("%v contacts failed before the breaker tripped", failed)
+	}
+	dialled := d.count()
+	time.Sleep(300 * time.Millisecond) // a negative check: six ticks while paused
+	if d.count() != dialled {
+		t.Fatalf("dialled while paused by the breaker")
+	}
+	evs, err := w.st.ListEvents(context.Background(), w.org.ID, store.ModeLive, "", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := 0
+	for _, ev := range evs {
+		if ev.Type == "campaign.paused" && strings.Contains(string(ev.Data), "circuit_breaker") {
+			paused++
+		}
+	}
+	if paused != 1 {
+		t.Fatalf("%d breaker pause events", paused)
+	}
 }
