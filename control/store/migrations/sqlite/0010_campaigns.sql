@@ -1,6 +1,6 @@
--- 0009 campaigns (issue 15): contacts, the do-not-call list's reason and source, campaigns,
+-- 0010 campaigns (issue 15): contacts, the do-not-call list's reason and source, campaigns,
 -- their contacts and each attempt at calling one (SQLite). Keep in step with
--- ../postgres/0009_campaigns.sql.
+-- ../postgres/0010_campaigns.sql.
 
 CREATE TABLE contacts (
 	id TEXT PRIMARY KEY,

@@ -1,6 +1,6 @@
--- 0009 campaigns (issue 15): contacts, the do-not-call list's reason and source, campaigns,
+-- 0010 campaigns (issue 15): contacts, the do-not-call list's reason and source, campaigns,
 -- their contacts and each attempt at calling one (PostgreSQL). Keep in step with
--- ../sqlite/0009_campaigns.sql.
+-- ../sqlite/0010_campaigns.sql.
 
 CREATE TABLE contacts (
 	id uuid PRIMARY KEY,
