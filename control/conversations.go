@@ -10,6 +10,7 @@ import (
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/audit"
+	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
@@ -148,6 +149,7 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 			}
 		}
 	})
+	registerCampaignJobs(w, a)
 	periodic(kindReapLost, reapEvery, 1, func(ctx context.Context) error {
 		_, err := rt.ReapLost(ctx, reapGrace)
 		return err
@@ -238,4 +240,30 @@ func (n *Node) webCalls() runtime.WebCalls {
 		wc = webCallCounter{WebCalls: wc, v: n.metrics.voice} // issue 22 item 11
 	}
 	return wc
+}
+
+// issue 15: the campaign dialler. A tick each second (one between all worker nodes) settles
+// attempts and leases the contacts due; each leased attempt is a job of its own, dialled once.
+const (
+	kindCampaignTick = "campaigns.tick"
+	campaignTick     = time.Second
+)
+
+func registerCampaignJobs(w *jobs.Worker, a *api.API) {
+	w.Register(kindCampaignTick, func(ctx context.Context, _ *jobs.Job) error {
+		_, err := a.Campaigns.Tick(ctx)
+		return err
+	}, jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(1))
+	w.Every(kindCampaignTick, campaignTick)
+	w.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
+		var p campaigns.AttemptPayload
+		if err := j.Decode(&p); err != nil {
+			return err
+		}
+		return a.Campaigns.AttemptJob(ctx, p)
+	}, jobs.WithTimeout(jobTimeout))
+	if a.Campaigns.Wake == nil {
+		q := w.Queue()
+		a.Campaigns.Wake = func(ctx context.Context) { q.Wake(ctx, campaigns.KindAttempt) }
+	}
 }

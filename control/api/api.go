@@ -14,6 +14,7 @@ import (
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
+	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/events"
@@ -68,6 +69,7 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	Campaigns     *campaigns.Service // issue 15: contacts, do-not-call, campaigns and their dialler
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
@@ -151,6 +153,9 @@ func (a *API) Services() {
 	if a.Calls == nil {
 		a.Calls = &calls.Service{Store: a.Store, Rules: rules, Media: m,
 			MaxCalls: a.MaxCalls, WebCallsPerDay: a.WebCallsPerDay, Now: a.now, Log: a.Log}
+	}
+	if a.Campaigns == nil {
+		a.Campaigns = &campaigns.Service{Store: a.Store, Calls: a.Calls, Now: a.now, Log: a.Log}
 	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}

@@ -79,6 +79,9 @@ type operation struct {
 	StreamDoc string
 	Binary    string
 	Multipart bool
+	// Media lists more media types a Multipart body may come as (the file itself), read by
+	// the handler (issue 15: text/csv, application/x-ndjson).
+	Media []string
 	// Extension marks an operation Parley adds to the specification's index (x-extension).
 	Extension bool
 	// Replay, when set, answers a replayed Idempotency-Key itself (a streamed answer replays

@@ -55,6 +55,20 @@ var reachObjects = map[string]reachObject{
 	"delivery_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/webhooks/" + ids["receiver_id"] + "/test", key: kLive}).Str("id")
 	}},
+	// issue 15: campaigns (live only), contacts (per project) and the do-not-call list (the
+	// whole organization's: a narrow key does not reach it).
+	"campaign_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/campaigns", key: kLive, header: idem("reach-" + randHex(4)),
+			body: map[string]any{"agent_id": ids["agent_id"], "name": "Reach", "contacts": []any{map[string]any{"to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"}}}}}).Str("id")
+	}},
+	"contact_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/contacts", key: kLive,
+			body: map[string]any{"project_id": ids["project_id"], "number": "+14155550101"}}).Str("id")
+	}},
+	"number": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/do-not-call", key: kLive,
+			body: map[string]any{"number": "+14155550102"}}).Str("number")
+	}},
 	// issue 17: the vault, tools and MCP servers.
 	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
@@ -73,7 +87,8 @@ var reachObjects = map[string]reachObject{
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id",
+	"campaign_id", "contact_id", "number"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).
@@ -81,6 +96,8 @@ var reachBodies = map[string]func() any{
 	"replaceAgentDefinition": func() any { return map[string]any{"definition": definition("Reach", "custom", "outbound")} },
 	"updateWebhookReceiver":  func() any { return map[string]any{"include_values": true} },
 	"createWebhookReceiver":  func() any { return map[string]any{"project_id": "", "url": "https://reach.example.com/hook"} },
+	"addCampaignContacts":    func() any { return map[string]any{"contacts": []any{map[string]any{"to_number": "+14155550123"}}} },
+	"updateContact":          func() any { return map[string]any{"name": "Reach"} },
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
@@ -162,7 +179,9 @@ func testReachGenerated(t *testing.T, e engine) {
 		}
 		sample, _ := reachBody(t, op).(map[string]any)
 		for name := range sample {
-			if _, ok := reachObjects[name]; ok {
+			// A body's number (a contact's, a do-not-call entry's) is a value, not a reference to
+			// the do-not-call entry that the path parameter {number} names (issue 15).
+			if _, ok := reachObjects[name]; ok && name != "number" {
 				members = append(members, name)
 			}
 		}

@@ -168,6 +168,15 @@ const (
 	CodeReceiverLimit        = "webhook_receiver_limit_reached"
 	CodeReceiverAgent        = "webhook_agent_not_found"
 	CodeConversationNotEnded = "conversation_not_ended"
+
+	// issue 15: contacts, the do-not-call list and campaigns.
+	CodeContactNotFound   = "contact_not_found"
+	CodeContactExists     = "contact_exists"
+	CodeDoNotCallNotFound = "number_not_on_do_not_call_list"
+	CodeCampaignNotFound  = "campaign_not_found"
+	CodeCampaignState     = "campaign_state_conflict"
+	CodeUnreadableImport  = "unreadable_import"
+
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound       = "vault_secret_not_found"
 	CodeSecretNameTaken      = "vault_secret_name_taken"
@@ -254,6 +263,13 @@ var Codes = map[string]Code{
 	CodeRangeNotSatisfiable:    {416, "The Range header asks for bytes the recording does not have; Content-Range names its size."},
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
 
+	// issue 15: contacts, the do-not-call list and campaigns.
+	CodeContactNotFound:     {404, "This key reaches no such contact."},
+	CodeContactExists:       {409, "The project has a contact with this number or external_id already."},
+	CodeDoNotCallNotFound:   {404, "The number is not on the organization's do-not-call list (or the key does not reach every project, as the list needs)."},
+	CodeCampaignNotFound:    {404, "This key reaches no such campaign."},
+	CodeCampaignState:       {409, "The campaign is not in a status this operation applies to (a cancelled or completed campaign never starts again); detail names its status."},
+	CodeUnreadableImport:    {422, "The import is not CSV or JSON lines text (a binary file, or not UTF-8)."},
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
 	CodeUnknownEventType:     {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
