@@ -157,6 +157,17 @@ const (
 
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
+
+	// issue 16: knowledge bases, documents and crawls.
+	CodeKnowledgeBaseNotFound   = "knowledge_base_not_found"
+	CodeKnowledgeDocNotFound    = "knowledge_document_not_found"
+	CodeKnowledgeCrawlNotFound  = "knowledge_crawl_not_found"
+	CodeKnowledgeBaseNameTaken  = "knowledge_base_name_taken"
+	CodeKnowledgeBaseInUse      = "knowledge_base_in_use"
+	CodeUnsupportedDocumentType = "unsupported_document_type"
+	CodeCrawlURLRefused         = "crawl_url_refused"
+	CodeCrawlInProgress         = "crawl_in_progress"
+	CodeCrawlPageNotReplaceable = "crawl_page_not_replaceable"
 )
 
 var Codes = map[string]Code{
@@ -232,6 +243,16 @@ var Codes = map[string]Code{
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
 
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
+
+	CodeKnowledgeBaseNotFound:   {404, "This key reaches no such knowledge base."},
+	CodeKnowledgeDocNotFound:    {404, "The knowledge base has no such document."},
+	CodeKnowledgeCrawlNotFound:  {404, "The knowledge base has no such crawl."},
+	CodeKnowledgeBaseNameTaken:  {409, "Another knowledge base of the project has this name (names are compared ignoring case)."},
+	CodeKnowledgeBaseInUse:      {409, "Agents name the knowledge base in their definitions; detail and the agents member name them. Remove it from their references first."},
+	CodeUnsupportedDocumentType: {415, "The document is not a type Parley reads: PDF, HTML, Markdown, plain text, CSV or DOCX (the type is read from the content and the name)."},
+	CodeCrawlURLRefused:         {422, "The crawl's address is not a public http(s) address that resolves (private, loopback and link-local addresses are refused)."},
+	CodeCrawlInProgress:         {409, "The crawl is already queued or running; its next run starts when this one is over."},
+	CodeCrawlPageNotReplaceable: {409, "The document is a page of a crawl: it changes when the crawl refreshes, not by upload."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.
