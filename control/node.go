@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-voice/parley/internal/netguard"
 	"github.com/parley-voice/parley/internal/private"
 
 	"github.com/go-chi/chi/v5"
@@ -40,12 +41,15 @@ import (
 
 // Node is one running parley process.
 type Node struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	out      io.Writer
-	Store    *store.Store
-	Bus      bus.Bus
-	Box      *secrets.Box
+	cfg   *config.Config
+	log   *slog.Logger
+	out   io.Writer
+	Store *store.Store
+	Bus   bus.Bus
+	Box   *secrets.Box
+	// Outbound is the SSRF guard every request to a customer-chosen URL goes through (webhook
+	// receivers, HTTP tools, MCP servers, crawls).
+	Outbound *netguard.Guard
 	registry *cluster.Registry
 	metrics  *metrics
 	handler  http.Handler
@@ -114,7 +118,16 @@ func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.W
 		host, _ := os.Hostname()
 		cfg.NodeID = host + "-" + uuid.NewString()[:8]
 	}
-	n := &Node{cfg: cfg, log: log, out: out, Store: st, Bus: b, Box: box, metrics: newMetrics(), ready: make(chan struct{})}
+	outbound, err := netguard.New(netguard.Options{AllowPrivate: cfg.OutboundAllowPrivate, ExtraCAFile: cfg.OutboundCAFile})
+	if err != nil {
+		st.Close()
+		b.Close()
+		return nil, fmt.Errorf("outbound requests (PARLEY_OUTBOUND_CA_FILE): %w", err)
+	}
+	if cfg.OutboundAllowPrivate {
+		log.Warn("PARLEY_OUTBOUND_ALLOW_PRIVATE is on: webhooks, tools, MCP servers and crawls may reach this network's private addresses; never use it in production")
+	}
+	n := &Node{cfg: cfg, log: log, out: out, Store: st, Bus: b, Box: box, Outbound: outbound, metrics: newMetrics(), ready: make(chan struct{})}
 	n.registry = cluster.New(b, cluster.Options{NodeID: cfg.NodeID, Roles: cfg.Roles.String(), Logger: log})
 	if err := n.firstStart(ctx); err != nil {
 		n.Close()

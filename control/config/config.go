@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/internal/netguard"
+
 	"github.com/parley-voice/parley/control/secrets"
 )
 
@@ -84,6 +86,10 @@ type Config struct {
 	OrgRatePerMin int
 	NodeID        string
 	Pprof         bool
+
+	// Outbound requests to customer URLs (internal/netguard).
+	OutboundAllowPrivate bool
+	OutboundCAFile       string
 
 	// Vendors (see control/providers).
 	OpenAIBaseURL, OpenAIKey         string
@@ -172,6 +178,8 @@ func settings() []scopedSetting {
 		{setting{"fakes-url", "PARLEY_FAKES_URL", "", "point every vendor at one `parley fakes` server (keyless demo, tests, benchmark)", setURL(func(c *Config) *string { return &c.FakesURL })}, ScopeServe},
 		{setting{"opus-complexity", "PARLEY_OPUS_COMPLEXITY", "2", "Opus encoder complexity for audio sent to browsers, 1–10: the largest CPU cost of a web call (encode 164–174 µs per 20 ms frame at 2, 231–243 µs at 5, on a shared 2-core VM). 2 keeps espeak-ng speech within 0.3 dB of 5's segmental SNR (webrtc TestOpusEncodeQuality holds the default within 0.5 dB); 1 falls up to 0.8 dB short", setIntRange(func(c *Config) *int { return &c.OpusComplexity }, 1, 10)}, ScopeServe},
 		{setting{"gc-percent", "PARLEY_GC_PERCENT", "20", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
+		{setting{"outbound-allow-private", "PARLEY_OUTBOUND_ALLOW_PRIVATE", "false", "UNSAFE in production: let webhooks, tools, MCP servers and crawls reach loopback, private, link-local and CGNAT addresses (local testing needs it; unspecified, multicast and the cloud metadata address stay refused)", setBool(func(c *Config) *bool { return &c.OutboundAllowPrivate })}, ScopeServe},
+		{setting{"outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", "", "UNSAFE in production: PEM file of an extra certificate authority trusted for webhooks, tools, MCP servers and crawls, besides the system's (e.g. a local test receiver's self-signed certificate)", setString(func(c *Config) *string { return &c.OutboundCAFile })}, ScopeServe},
 		{setting{"node-id", "PARLEY_NODE_ID", "", "name of this node in the cluster (empty: hostname plus a random suffix)", setString(func(c *Config) *string { return &c.NodeID })}, ScopeServe},
 	}
 }
@@ -315,6 +323,11 @@ func (c *Config) finish(scope Scope) error {
 		}
 		if (c.SIPTLSCert == "") != (c.SIPTLSKey == "") {
 			return &Error{Flag: "sip-tls-key", Env: "PARLEY_SIP_TLS_KEY", Value: c.SIPTLSKey, Err: errors.New("set both PARLEY_SIP_TLS_CERT and PARLEY_SIP_TLS_KEY, or neither")}
+		}
+		if c.OutboundCAFile != "" {
+			if _, err := netguard.New(netguard.Options{ExtraCAFile: c.OutboundCAFile}); err != nil {
+				return &Error{Flag: "outbound-ca-file", Env: "PARLEY_OUTBOUND_CA_FILE", Value: c.OutboundCAFile, Err: err}
+			}
 		}
 	}
 	return nil

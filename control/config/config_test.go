@@ -62,6 +62,8 @@ func TestBadSettingNamesItself(t *testing.T) {
 		{map[string]string{"PARLEY_OPUS_COMPLEXITY": "11"}, nil, "PARLEY_OPUS_COMPLEXITY"},
 		{nil, []string{"--opus-complexity", "0"}, "--opus-complexity"},
 		{map[string]string{"PARLEY_GC_PERCENT": "0"}, nil, "PARLEY_GC_PERCENT"},
+		{map[string]string{"PARLEY_OUTBOUND_CA_FILE": "/nonexistent/ca.pem"}, nil, "PARLEY_OUTBOUND_CA_FILE"},
+		{map[string]string{"PARLEY_OUTBOUND_ALLOW_PRIVATE": "maybe"}, nil, "PARLEY_OUTBOUND_ALLOW_PRIVATE"},
 	}
 	for _, tc := range cases {
 		_, _, err := Parse("parley serve", ScopeServe, tc.args, env(tc.env), nil, nil)
