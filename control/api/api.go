@@ -15,6 +15,7 @@ import (
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/fault"
@@ -58,6 +59,7 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	Knowledge     *knowledge.Service // issue 16
 }
 
 func (a *API) now() time.Time {
@@ -81,6 +83,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Knowledge == nil { // issue 16
+		a.Knowledge = &knowledge.Service{Store: a.Store, Log: a.Log, Now: a.Now}
 	}
 	a.Services()
 	r := chi.NewRouter()

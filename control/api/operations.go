@@ -14,6 +14,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
+	ops = append(ops, knowledgeOperations()...) // issue 16
 	return append(ops, conversationOperations()...)
 })
 

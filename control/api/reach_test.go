@@ -47,10 +47,24 @@ var reachObjects = map[string]reachObject{
 			body: map[string]any{"agent_id": ids["agent_id"], "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"},
 				"dial_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}}).Str("id")
 	}},
+	// issue 16: knowledge bases, their documents (a raw text body) and crawls (queued; no worker runs here).
+	"knowledge_base_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "Reach " + randHex(3)}}).Str("id")
+	}},
+	"document_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/documents", key: kLive,
+			body: map[string]any{"faq": "Opening hours are nine to five."}}).Str("id")
+	}},
+	"crawl_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/crawls", key: kLive,
+			body: map[string]any{"start_url": "http://127.0.0.1:9/"}}).Str("id")
+	}},
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id",
+	"knowledge_base_id", "document_id", "crawl_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

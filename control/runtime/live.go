@@ -168,7 +168,14 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 	if c.Channel == store.ChannelChat {
 		a.MaxTurns = rt.o.ChatMaxTurns
 	}
+	know, err := rt.knowledgeFor(ctx, c, def, &a) // issue 16
+	if err != nil {
+		return nil, err
+	}
 	o := session.Options{ID: string(c.ID), Agent: a, LLM: client, Sink: sink, Metrics: rt.o.Metrics, Log: rt.log}
+	if know != nil { // a nil *turnKnowledge would make a non-nil interface
+		o.Knowledge = know
+	}
 	if voice {
 		if o.STT, err = provs.STT(provider(def.Agent.STT.Provider, rt.o.DefaultSTT)); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrProvider, err)

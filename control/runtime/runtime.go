@@ -78,6 +78,10 @@ type Options struct {
 	Metrics  *session.Metrics
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Knowledge retrieves from agents' knowledge bases (issue 16); nil: agents have none.
+	// KnowledgeTokens is the budget of retrieved text in one LLM request (default 1,500).
+	Knowledge       Knowledge
+	KnowledgeTokens int
 }
 
 // Runtime runs the conversations of one node.

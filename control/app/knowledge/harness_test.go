@@ -78,7 +78,7 @@ func newFixture(t *testing.T, st *store.Store) *fixture {
 // base creates a knowledge base.
 func (f *fixture) base(t *testing.T, name string) knowledge.KnowledgeBase {
 	t.Helper()
-	k, err := f.svc.CreateBase(t.Context(), f.act, knowledge.BaseCreate{ProjectID: string(f.project.ID), Name: name})
+	k, err := f.svc.CreateBase(t.Context(), f.act, knowledge.KnowledgeBaseCreate{ProjectID: string(f.project.ID), Name: name})
 	if err != nil {
 		t.Fatalf("CreateBase: %v", err)
 	}
@@ -86,7 +86,7 @@ func (f *fixture) base(t *testing.T, name string) knowledge.KnowledgeBase {
 }
 
 // upload uploads a document and indexes it at once (what the job does).
-func (f *fixture) upload(t *testing.T, kb knowledge.KnowledgeBase, name string, data []byte) knowledge.Document {
+func (f *fixture) upload(t *testing.T, kb knowledge.KnowledgeBase, name string, data []byte) knowledge.KnowledgeDocument {
 	t.Helper()
 	d, err := f.svc.Upload(t.Context(), f.act, kb.ID, knowledge.Upload{Name: name, Data: data})
 	if err != nil {

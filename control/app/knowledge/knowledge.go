@@ -98,24 +98,24 @@ func (KnowledgeBase) SchemaDoc() string {
 	return "A knowledge base: documents (uploads and crawled pages) an agent answers from."
 }
 
-// BaseCreate is the body of creating a knowledge base.
-type BaseCreate struct {
+// KnowledgeBaseCreate is the body of creating a knowledge base.
+type KnowledgeBaseCreate struct {
 	ProjectID   string `json:"project_id" jsonschema:"format=uuid" doc:"The project it belongs to."`
 	Name        string `json:"name" doc:"1 to 120 characters, unique in the project ignoring case." jsonschema:"minLength=1,maxLength=120,pattern=^[^\\p{Cc}]*$"`
 	Description string `json:"description,omitempty" jsonschema:"maxLength=2000"`
 }
 
-// BaseUpdate is the body of updating a knowledge base.
-type BaseUpdate struct {
+// KnowledgeBaseUpdate is the body of updating a knowledge base.
+type KnowledgeBaseUpdate struct {
 	Name        *string `json:"name,omitempty" doc:"A new name; refused (409) while agents name the base by its old name." jsonschema:"minLength=1,maxLength=120,pattern=^[^\\p{Cc}]*$"`
 	Description *string `json:"description,omitempty" jsonschema:"maxLength=2000"`
 }
 
 // SchemaExtras: the body names at least one member.
-func (BaseUpdate) SchemaExtras() map[string]any { return map[string]any{"minProperties": 1} }
+func (KnowledgeBaseUpdate) SchemaExtras() map[string]any { return map[string]any{"minProperties": 1} }
 
-// Document is the knowledge document object.
-type Document struct {
+// KnowledgeDocument is the knowledge document object.
+type KnowledgeDocument struct {
 	Object          string     `json:"object" jsonschema:"enum=knowledge_document"`
 	ID              string     `json:"id" jsonschema:"format=uuid"`
 	KnowledgeBaseID string     `json:"knowledge_base_id" jsonschema:"format=uuid"`
@@ -135,12 +135,12 @@ type Document struct {
 }
 
 // SchemaDoc describes the object.
-func (Document) SchemaDoc() string {
+func (KnowledgeDocument) SchemaDoc() string {
 	return "A document of a knowledge base: an upload, or a page of a crawl."
 }
 
-// DocumentText is the extracted text of a document.
-type DocumentText struct {
+// KnowledgeDocumentText is the extracted text of a document.
+type KnowledgeDocumentText struct {
 	Object     string `json:"object" jsonschema:"enum=knowledge_document_text"`
 	DocumentID string `json:"document_id" jsonschema:"format=uuid"`
 	Text       string `json:"text" doc:"The text extracted from the document, headings as Markdown, as it was chunked."`
@@ -152,8 +152,8 @@ func baseView(k store.KnowledgeBase) KnowledgeBase {
 }
 
 // DocumentView is the interface's form of a stored document.
-func DocumentView(d store.KnowledgeDocument) Document {
-	v := Document{Object: "knowledge_document", ID: string(d.ID), KnowledgeBaseID: string(d.KBID), Name: d.Name, Source: "upload",
+func DocumentView(d store.KnowledgeDocument) KnowledgeDocument {
+	v := KnowledgeDocument{Object: "knowledge_document", ID: string(d.ID), KnowledgeBaseID: string(d.KBID), Name: d.Name, Source: "upload",
 		ContentType: d.ContentType, Status: d.Status, Bytes: d.Bytes, Pages: d.Pages, Chunks: d.Chunks,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, IndexedAt: d.IndexedAt}
 	if d.CrawlID != "" {
@@ -175,7 +175,7 @@ func base(ctx context.Context, q *store.Queries, act app.Actor, id string) (stor
 }
 
 // CreateBase creates a knowledge base in a project of the actor.
-func (s *Service) CreateBase(ctx context.Context, act app.Actor, in BaseCreate) (KnowledgeBase, error) {
+func (s *Service) CreateBase(ctx context.Context, act app.Actor, in KnowledgeBaseCreate) (KnowledgeBase, error) {
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeBase, error) {
 		p, err := app.Project(ctx, tx.Queries, act, in.ProjectID)
 		if err != nil {
@@ -246,7 +246,7 @@ func quoteList(ss []string) string {
 }
 
 // UpdateBase renames a knowledge base or changes its description.
-func (s *Service) UpdateBase(ctx context.Context, act app.Actor, id string, u BaseUpdate) (KnowledgeBase, error) {
+func (s *Service) UpdateBase(ctx context.Context, act app.Actor, id string, u KnowledgeBaseUpdate) (KnowledgeBase, error) {
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeBase, error) {
 		k, err := base(ctx, tx.Queries, act, id)
 		if err != nil {
@@ -278,31 +278,41 @@ func (s *Service) UpdateBase(ctx context.Context, act app.Actor, id string, u Ba
 	})
 }
 
-// Deleted is the answer of a deletion.
-type Deleted struct {
+// KnowledgeDeleted is the answer of a deletion.
+type KnowledgeDeleted struct {
 	Object  string `json:"object" doc:"The type of the deleted object."`
 	ID      string `json:"id" jsonschema:"format=uuid"`
-	Deleted bool   `json:"deleted" jsonschema:"enum=true"`
+	Deleted bool   `json:"deleted" doc:"Always true."`
+}
+
+// SchemaExtras: deleted is the constant true (written out by hand, as the reflector has no
+// boolean const).
+func (KnowledgeDeleted) SchemaExtras() map[string]any {
+	return map[string]any{"properties": map[string]any{
+		"object":  map[string]any{"type": "string", "enum": []string{"knowledge_base", "knowledge_document", "knowledge_crawl"}},
+		"id":      map[string]any{"type": "string", "format": "uuid"},
+		"deleted": map[string]any{"const": true},
+	}}
 }
 
 // DeleteBase deletes a knowledge base with its documents and crawls; a base that agents name is
 // refused (409 naming them).
-func (s *Service) DeleteBase(ctx context.Context, act app.Actor, id string) (Deleted, error) {
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Deleted, error) {
+func (s *Service) DeleteBase(ctx context.Context, act app.Actor, id string) (KnowledgeDeleted, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeDeleted, error) {
 		k, err := base(ctx, tx.Queries, act, id)
 		if err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, k.ProjectID); err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
 		if err := inUse(ctx, tx.Queries, k, "deleted"); err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
 		if err := tx.Knowledge().DeleteBase(ctx, act.Scope, k.ID); err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
-		return Deleted{Object: "knowledge_base", ID: string(k.ID), Deleted: true},
+		return KnowledgeDeleted{Object: "knowledge_base", ID: string(k.ID), Deleted: true},
 			au.Record("knowledge_base.deleted", "knowledge_base", string(k.ID), k.ProjectID, map[string]any{"name": k.Name})
 	})
 }
@@ -375,25 +385,25 @@ func (s *Service) wake(ctx context.Context, kind string) {
 
 // Upload stores a document in the actor's knowledge base and queues its indexing: the answer
 // is the document, processing.
-func (s *Service) Upload(ctx context.Context, act app.Actor, kbID string, u Upload) (Document, error) {
+func (s *Service) Upload(ctx context.Context, act app.Actor, kbID string, u Upload) (KnowledgeDocument, error) {
 	typ, err := checkUpload(&u)
 	if err != nil {
-		return Document{}, err
+		return KnowledgeDocument{}, err
 	}
-	d, err := app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Document, error) {
+	d, err := app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeDocument, error) {
 		k, err := base(ctx, tx.Queries, act, kbID)
 		if err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, k.ProjectID); err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		d, err := tx.Knowledge().CreateDocument(ctx, act.Scope, k.ID, u.Name, store.KnowledgeUpload{Data: u.Data, ContentType: typ, Name: u.Name})
 		if err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		if err := enqueueIndex(ctx, tx, d.ID); err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		return DocumentView(d), au.Record("knowledge_document.created", "knowledge_document", string(d.ID), k.ProjectID,
 			map[string]any{"knowledge_base_id": string(k.ID), "name": d.Name, "bytes": d.Bytes, "content_type": typ})
@@ -406,32 +416,32 @@ func (s *Service) Upload(ctx context.Context, act app.Actor, kbID string, u Uplo
 
 // Replace puts a new file in place of an uploaded document and queues its indexing; its old
 // chunks serve until the new ones replace them in one transaction.
-func (s *Service) Replace(ctx context.Context, act app.Actor, kbID, docID string, u Upload) (Document, error) {
+func (s *Service) Replace(ctx context.Context, act app.Actor, kbID, docID string, u Upload) (KnowledgeDocument, error) {
 	typ, err := checkUpload(&u)
 	if err != nil {
-		return Document{}, err
+		return KnowledgeDocument{}, err
 	}
-	d, err := app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Document, error) {
+	d, err := app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeDocument, error) {
 		k, err := base(ctx, tx.Queries, act, kbID)
 		if err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, k.ProjectID); err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		old, err := tx.Knowledge().GetDocument(ctx, act.Scope, k.ID, store.KnowledgeDocumentID(docID))
 		if err != nil {
-			return Document{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
+			return KnowledgeDocument{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
 		}
 		if old.CrawlID != "" {
-			return Document{}, fault.E(fault.CodeCrawlPageNotReplaceable, "The document %s is the page %s of a crawl; refresh the crawl instead.", old.ID, old.SourceURL)
+			return KnowledgeDocument{}, fault.E(fault.CodeCrawlPageNotReplaceable, "The document %s is the page %s of a crawl; refresh the crawl instead.", old.ID, old.SourceURL)
 		}
 		d, err := tx.Knowledge().ReplaceDocument(ctx, act.Scope, k.ID, old.ID, u.Name, store.KnowledgeUpload{Data: u.Data, ContentType: typ, Name: u.Name})
 		if err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		if err := enqueueIndex(ctx, tx, d.ID); err != nil {
-			return Document{}, err
+			return KnowledgeDocument{}, err
 		}
 		return DocumentView(d), au.Record("knowledge_document.replaced", "knowledge_document", string(d.ID), k.ProjectID,
 			map[string]any{"knowledge_base_id": string(k.ID), "name": d.Name, "bytes": d.Bytes, "content_type": typ})
@@ -443,33 +453,33 @@ func (s *Service) Replace(ctx context.Context, act app.Actor, kbID, docID string
 }
 
 // GetDocument returns a document of the actor's knowledge base.
-func (s *Service) GetDocument(ctx context.Context, act app.Actor, kbID, docID string) (Document, error) {
+func (s *Service) GetDocument(ctx context.Context, act app.Actor, kbID, docID string) (KnowledgeDocument, error) {
 	k, err := base(ctx, s.Store.Queries, act, kbID)
 	if err != nil {
-		return Document{}, err
+		return KnowledgeDocument{}, err
 	}
 	d, err := s.Store.Knowledge().GetDocument(ctx, act.Scope, k.ID, store.KnowledgeDocumentID(docID))
 	if err != nil {
-		return Document{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
+		return KnowledgeDocument{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
 	}
 	return DocumentView(d), nil
 }
 
 // Text returns the extracted text of a document.
-func (s *Service) Text(ctx context.Context, act app.Actor, kbID, docID string) (DocumentText, error) {
+func (s *Service) Text(ctx context.Context, act app.Actor, kbID, docID string) (KnowledgeDocumentText, error) {
 	k, err := base(ctx, s.Store.Queries, act, kbID)
 	if err != nil {
-		return DocumentText{}, err
+		return KnowledgeDocumentText{}, err
 	}
 	t, err := s.Store.Knowledge().DocumentText(ctx, act.Scope, k.ID, store.KnowledgeDocumentID(docID))
 	if err != nil {
-		return DocumentText{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
+		return KnowledgeDocumentText{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
 	}
-	return DocumentText{Object: "knowledge_document_text", DocumentID: docID, Text: t}, nil
+	return KnowledgeDocumentText{Object: "knowledge_document_text", DocumentID: docID, Text: t}, nil
 }
 
 // ListDocuments returns a page of the documents of the actor's knowledge base, oldest first.
-func (s *Service) ListDocuments(ctx context.Context, act app.Actor, kbID string, f store.DocumentFilter, pg store.Page) ([]Document, error) {
+func (s *Service) ListDocuments(ctx context.Context, act app.Actor, kbID string, f store.DocumentFilter, pg store.Page) ([]KnowledgeDocument, error) {
 	k, err := base(ctx, s.Store.Queries, act, kbID)
 	if err != nil {
 		return nil, err
@@ -478,7 +488,7 @@ func (s *Service) ListDocuments(ctx context.Context, act app.Actor, kbID string,
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Document, len(ds))
+	out := make([]KnowledgeDocument, len(ds))
 	for i, d := range ds {
 		out[i] = DocumentView(d)
 	}
@@ -486,20 +496,20 @@ func (s *Service) ListDocuments(ctx context.Context, act app.Actor, kbID string,
 }
 
 // DeleteDocument deletes a document and its chunks.
-func (s *Service) DeleteDocument(ctx context.Context, act app.Actor, kbID, docID string) (Deleted, error) {
-	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Deleted, error) {
+func (s *Service) DeleteDocument(ctx context.Context, act app.Actor, kbID, docID string) (KnowledgeDeleted, error) {
+	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (KnowledgeDeleted, error) {
 		k, err := base(ctx, tx.Queries, act, kbID)
 		if err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, k.ProjectID); err != nil {
-			return Deleted{}, err
+			return KnowledgeDeleted{}, err
 		}
 		d, err := tx.Knowledge().DeleteDocument(ctx, act.Scope, k.ID, store.KnowledgeDocumentID(docID))
 		if err != nil {
-			return Deleted{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
+			return KnowledgeDeleted{}, app.NotFound(err, fault.CodeKnowledgeDocNotFound, "document", docID)
 		}
-		return Deleted{Object: "knowledge_document", ID: string(d.ID), Deleted: true},
+		return KnowledgeDeleted{Object: "knowledge_document", ID: string(d.ID), Deleted: true},
 			au.Record("knowledge_document.deleted", "knowledge_document", string(d.ID), k.ProjectID, map[string]any{"name": d.Name})
 	})
 }
@@ -583,4 +593,10 @@ func (s *Service) IndexPending(ctx context.Context) (int, error) {
 		}
 	}
 	return len(ids), nil
+}
+
+// KnowledgeDocumentUpload documents the multipart/form-data body of an upload (the transport
+// reads its parts); a raw body with the document's Content-Type is taken too.
+type KnowledgeDocumentUpload struct {
+	File string `json:"file" doc:"A PDF, HTML, Markdown, plain-text, CSV or DOCX file of at most 25 MB; its file name is kept as the document's name." jsonschema:"format=binary"`
 }

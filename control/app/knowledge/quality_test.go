@@ -99,7 +99,7 @@ func TestRetrievalQuality(t *testing.T) {
 func recallAt3(t *testing.T, f *fixture, kb knowledge.KnowledgeBase) float64 {
 	found := 0
 	for _, q := range goDocQuestions {
-		res, err := f.svc.Search(t.Context(), f.act, kb.ID, knowledge.SearchRequest{Query: q.q, Limit: 3})
+		res, err := f.svc.Search(t.Context(), f.act, kb.ID, knowledge.KnowledgeSearch{Query: q.q, Limit: 3})
 		if err != nil {
 			t.Fatalf("Search %q: %v", q.q, err)
 		}

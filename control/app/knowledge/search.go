@@ -57,14 +57,14 @@ func normalize(v []float32) []float32 {
 	return out
 }
 
-// SearchRequest is the body of a search.
-type SearchRequest struct {
+// KnowledgeSearch is the body of a search.
+type KnowledgeSearch struct {
 	Query string `json:"query" doc:"What to look for, as a caller would say it." jsonschema:"minLength=1,maxLength=2000"`
 	Limit int    `json:"limit,omitempty" doc:"How many chunks to answer, 1 to 20; default 5." jsonschema:"minimum=1,maximum=20"`
 }
 
-// Chunk is one retrieved chunk.
-type Chunk struct {
+// KnowledgeChunk is one retrieved chunk.
+type KnowledgeChunk struct {
 	Object          string  `json:"object" jsonschema:"enum=knowledge_chunk"`
 	ID              string  `json:"id" jsonschema:"format=uuid"`
 	KnowledgeBaseID string  `json:"knowledge_base_id" jsonschema:"format=uuid"`
@@ -78,18 +78,18 @@ type Chunk struct {
 	RawScore        float64 `json:"raw_score" doc:"The engine's own score: BM25 (SQLite), ts_rank_cd (PostgreSQL), or the reciprocal-rank fusion with embeddings."`
 }
 
-// SearchResult is the answer of a search: the chunks an agent would get for the query.
-type SearchResult struct {
-	Object string  `json:"object" jsonschema:"enum=knowledge_search"`
-	Query  string  `json:"query"`
-	Method string  `json:"method" jsonschema:"enum=full_text,enum=hybrid" doc:"full_text, or hybrid when embeddings are on (fused by reciprocal rank)."`
-	TookMS float64 `json:"took_ms"`
-	Data   []Chunk `json:"data"`
+// KnowledgeSearchResult is the answer of a search: the chunks an agent would get for the query.
+type KnowledgeSearchResult struct {
+	Object string           `json:"object" jsonschema:"enum=knowledge_search"`
+	Query  string           `json:"query"`
+	Method string           `json:"method" jsonschema:"enum=full_text,enum=hybrid" doc:"full_text, or hybrid when embeddings are on (fused by reciprocal rank)."`
+	TookMS float64          `json:"took_ms"`
+	Data   []KnowledgeChunk `json:"data"`
 }
 
 // ChunkView is the interface's form of a hit.
-func ChunkView(h store.KnowledgeHit) Chunk {
-	c := Chunk{Object: "knowledge_chunk", ID: string(h.Chunk.ID), KnowledgeBaseID: string(h.Chunk.KBID), DocumentID: string(h.Chunk.DocumentID),
+func ChunkView(h store.KnowledgeHit) KnowledgeChunk {
+	c := KnowledgeChunk{Object: "knowledge_chunk", ID: string(h.Chunk.ID), KnowledgeBaseID: string(h.Chunk.KBID), DocumentID: string(h.Chunk.DocumentID),
 		DocumentName: h.DocumentName, Heading: h.Chunk.Heading, Text: h.Chunk.Body, Score: h.Score, RawScore: h.RawScore}
 	if h.SourceURL != "" {
 		u := h.SourceURL
@@ -103,10 +103,10 @@ func ChunkView(h store.KnowledgeHit) Chunk {
 }
 
 // Search runs a query over the actor's knowledge base, as an agent's turn would.
-func (s *Service) Search(ctx context.Context, act app.Actor, kbID string, r SearchRequest) (SearchResult, error) {
+func (s *Service) Search(ctx context.Context, act app.Actor, kbID string, r KnowledgeSearch) (KnowledgeSearchResult, error) {
 	k, err := base(ctx, s.Store.Queries, act, kbID)
 	if err != nil {
-		return SearchResult{}, err
+		return KnowledgeSearchResult{}, err
 	}
 	if r.Limit == 0 {
 		r.Limit = 5
@@ -114,9 +114,9 @@ func (s *Service) Search(ctx context.Context, act app.Actor, kbID string, r Sear
 	start := time.Now()
 	hits, err := s.Retrieve(ctx, k.OrgID, []store.KnowledgeBaseID{k.ID}, r.Query, r.Limit)
 	if err != nil {
-		return SearchResult{}, err
+		return KnowledgeSearchResult{}, err
 	}
-	out := SearchResult{Object: "knowledge_search", Query: r.Query, Method: "full_text", Data: make([]Chunk, len(hits)),
+	out := KnowledgeSearchResult{Object: "knowledge_search", Query: r.Query, Method: "full_text", Data: make([]KnowledgeChunk, len(hits)),
 		TookMS: float64(time.Since(start).Microseconds()) / 1000}
 	if s.Embedder != nil {
 		out.Method = "hybrid"
