@@ -182,10 +182,14 @@ func operationObject(op *operation) map[string]any {
 		if op.Multipart {
 			media = "multipart/form-data"
 		}
+		content := map[string]any{media: map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + op.Body}}}
+		for _, m := range op.RawMedia {
+			content[m] = map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}
+		}
 		o["requestBody"] = map[string]any{
 			"required":    !op.BodyOptional,
 			"description": fmt.Sprintf("At most %d bytes.", op.maxBody()),
-			"content":     map[string]any{media: map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + op.Body}}},
+			"content":     content,
 		}
 	}
 	if op.Extension {

@@ -79,6 +79,9 @@ type operation struct {
 	StreamDoc string
 	Binary    string
 	Multipart bool
+	// RawMedia: a Multipart operation also takes the file itself as the body, in these media
+	// types (issue 16: knowledge documents).
+	RawMedia []string
 	// Extension marks an operation Parley adds to the specification's index (x-extension).
 	Extension bool
 	// Replay, when set, answers a replayed Idempotency-Key itself (a streamed answer replays

@@ -20,6 +20,7 @@ func knowledgeOperations() []*operation {
 		"PDF, HTML (main content kept with readability, as Markdown), Markdown, plain text, CSV and DOCX are read; the type is read from the content and the name. At most 25 MB (413 above; 415 for another type). " +
 		"The answer is the document, processing: it is extracted, chunked along its headings and indexed on the job queue, then ready, or failed with failure_reason " +
 		"(an empty file, a PDF with no text layer or with a password, a damaged file)."
+	raw := []string{knowledge.TypePDF, knowledge.TypeHTML, knowledge.TypeMarkdown, knowledge.TypeText, knowledge.TypeCSV, knowledge.TypeDOCX, "application/octet-stream"}
 	return []*operation{
 		typed(operation{
 			ID: "listKnowledgeBases", Method: http.MethodGet, Path: "/knowledge-bases", Tag: tag,
@@ -76,7 +77,7 @@ func knowledgeOperations() []*operation {
 		typedRaw[uploadKnowledgeDocumentIn, knowledge.KnowledgeDocument](operation{
 			ID: "uploadKnowledgeDocument", Method: http.MethodPost, Path: "/knowledge-bases/{knowledge_base_id}/documents", Tag: tag,
 			Summary: "Upload a document", Description: uploadDoc,
-			Permission: "knowledge:write", Changes: true, Multipart: true, MaxBody: MaxDocumentUpload,
+			Permission: "knowledge:write", Changes: true, Multipart: true, RawMedia: raw, MaxBody: MaxDocumentUpload,
 			Codes:  []string{kb, fault.CodeProjectFrozen, fault.CodeUnsupportedDocumentType},
 			Status: http.StatusCreated,
 		}, (*API).uploadKnowledgeDocument),
@@ -90,7 +91,7 @@ func knowledgeOperations() []*operation {
 			Summary: "Replace a document's file and re-index it",
 			Description: "Its old chunks keep serving while the new file is processed; the new chunks replace them in one transaction. " +
 				"A replacement that cannot be read leaves the document failed and its old content serving. A page of a crawl is refreshed by its crawl instead (409). " + uploadDoc,
-			Permission: "knowledge:write", Changes: true, Multipart: true, MaxBody: MaxDocumentUpload,
+			Permission: "knowledge:write", Changes: true, Multipart: true, RawMedia: raw, MaxBody: MaxDocumentUpload,
 			Codes:  []string{kb, doc, fault.CodeProjectFrozen, fault.CodeUnsupportedDocumentType, fault.CodeCrawlPageNotReplaceable},
 			Status: http.StatusOK,
 		}, (*API).replaceKnowledgeDocument),

@@ -54,7 +54,7 @@ var reachObjects = map[string]reachObject{
 	}},
 	"document_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/documents", key: kLive,
-			body: map[string]any{"faq": "Opening hours are nine to five."}}).Str("id")
+			body: "Opening hours are nine to five.", header: map[string]string{"Content-Type": "text/plain"}}).Str("id")
 	}},
 	"crawl_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/crawls", key: kLive,
@@ -70,6 +70,7 @@ var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id"
 // (it must pass the body checks, which run before the object is loaded).
 var reachBodies = map[string]func() any{
 	"replaceAgentDefinition": func() any { return map[string]any{"definition": definition("Reach", "custom", "outbound")} },
+	"createKnowledgeCrawl":   func() any { return map[string]any{"start_url": "http://127.0.0.1:9/"} },
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
