@@ -206,6 +206,11 @@ func extractHTML(data []byte, pageURL string) (string, error) {
 	art, err := readability.FromReader(bytes.NewReader(data), u)
 	if err == nil && art.Node != nil {
 		if main, err := htmltomarkdown.ConvertNode(art.Node); err == nil && len(main) > len(full)/2 {
+			// Readability keeps the title apart: it heads the text again, so that the
+			// sections' heading paths start with it.
+			if t := strings.TrimSpace(art.Title()); t != "" && !bytes.Contains(main, []byte("# "+t)) {
+				main = append([]byte("# "+t+"\n\n"), main...)
+			}
 			return string(main), nil
 		}
 	}
