@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -489,46 +490,59 @@ func scanChunk(r rowScanner) (KnowledgeChunk, error) {
 	return c, err
 }
 
+// RankBudget bounds the chunks one search ranks, which is what a search costs: the terms are
+// taken rarest first while the chunks they match (counted through the index) stay within it.
+// The terms left out are the common ones (in a 20,000-chunk manual, "type" or "value"), which
+// BM25 would weigh near zero anyway. When the rarest term alone matches more, the search asks
+// for chunks holding both of the two rarest.
+const RankBudget = 1000
+
+// termBudget is the most chunks one term may match and still be kept (counting stops there).
+const termBudget = 250
+
 // Search finds the chunks of the bases kbs (of organization org) that best match terms (plain
-// words, already stripped of operators), best first: BM25 over FTS5 on SQLite, ts_rank_cd over
-// a tsvector on PostgreSQL. Any of the terms may match.
+// words, already stripped of operators), best first: BM25 over FTS5 on SQLite, BM25 over the
+// tsvector's lexemes on PostgreSQL. Any of the terms may match; terms matching more than
+// CommonTerm chunks are left out unless no other term matches.
 func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID, terms []string, limit int) ([]KnowledgeHit, error) {
 	if len(kbs) == 0 || len(terms) == 0 || !validID(org) {
 		return nil, nil
 	}
-	args := []any{string(org), limit}
-	ph := make([]string, 0, len(kbs))
+	var ids []KnowledgeBaseID
 	for _, k := range kbs {
-		if !validID(k) {
-			continue
+		if validID(k) {
+			ids = append(ids, k)
 		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	terms, all, err := r.narrowTerms(ctx, terms)
+	if err != nil || len(terms) == 0 {
+		return nil, err
+	}
+	args := []any{string(org), limit}
+	ph := make([]string, 0, len(ids))
+	for _, k := range ids {
 		args = append(args, string(k))
 		ph = append(ph, fmt.Sprintf("$%d", len(args)))
-	}
-	if len(ph) == 0 {
-		return nil, nil
 	}
 	in := strings.Join(ph, ", ")
 	var query string
 	if r.q.s.d.name == SQLite {
-		quoted := make([]string, len(terms))
-		for i, t := range terms {
-			quoted[i] = `"` + strings.ReplaceAll(t, `"`, ``) + `"`
-		}
-		args = append(args, strings.Join(quoted, " OR "))
-		// bm25 weighs a heading match twice a body match; it is negative, better when lower.
-		query = `SELECT c.id, c.kb_id, c.document_id, c.seq, c.heading, c.page, c.body, c.tokens, c.embedding, d.name, d.source_url, -bm25(knowledge_fts, 2.0, 1.0) AS score
-		FROM knowledge_fts JOIN knowledge_chunks c ON c.n = knowledge_fts.rowid JOIN knowledge_documents d ON d.id = c.document_id
-		WHERE knowledge_fts MATCH $` + fmt.Sprint(len(args)) + ` AND c.org_id = $1 AND c.kb_id IN (` + in + `)
-		ORDER BY bm25(knowledge_fts, 2.0, 1.0) LIMIT $2`
+		return r.searchSQLite(ctx, args, in, terms, all, limit)
 	} else {
 		// ts_rank_cd has no inverse document frequency: on the Go specification it found the
 		// answering section in the top 3 for 0.76 of the questions of the quality test, against
-		// 0.88+ for BM25. So the candidates the GIN index finds are ranked by BM25 computed here
+		// 0.94 for BM25. So the candidates the GIN index finds are ranked by BM25 computed here
 		// from the tsvector (term frequencies, a heading's lexemes counting twice, document
 		// frequencies within the candidates, which hold every chunk with any of the terms), with
 		// ts_rank_cd breaking ties.
-		args = append(args, strings.Join(terms, " | "), strings.Join(terms, " "))
+		op := " | "
+		if all {
+			op = " & "
+		}
+		args = append(args, strings.Join(terms, op), strings.Join(terms, " "))
 		or, text := fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
 		query = `WITH cand AS (
 			SELECT c.id, c.tsv FROM knowledge_chunks c WHERE c.tsv @@ to_tsquery('english', ` + or + `) AND c.org_id = $1 AND c.kb_id IN (` + in + `)
@@ -549,6 +563,106 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 		ORDER BY scored.score DESC, ts_rank_cd(c.tsv, to_tsquery('english', ` + or + `), 1) DESC, c.id LIMIT $2`
 	}
 	return list(ctx, r.q, "search knowledge", query, args, scanHit)
+}
+
+// searchOver is how many of the whole index's best chunks the fast path of a SQLite search
+// ranks before keeping the bases' own.
+const searchOver = 64
+
+// searchSQLite ranks with FTS5's bm25 (a heading match weighs twice a body match, kbtok not at
+// all; it is negative, better when lower). The fast path ranks the whole index's matches and
+// keeps the bases' among the best searchOver, so that no chunk row is read for the others; when
+// that leaves fewer than limit (other bases hold most of the matches), the chunks are filtered
+// to the bases before ranking.
+func (r Knowledge) searchSQLite(ctx context.Context, args []any, in string, terms []string, all bool, limit int) ([]KnowledgeHit, error) {
+	m := ftsMatch(nil, terms)
+	if all {
+		m = ftsAll(terms)
+	}
+	args = append(args, m, max(searchOver, limit))
+	mp, over := fmt.Sprint(len(args)-1), fmt.Sprint(len(args))
+	cols := `SELECT c.id, c.kb_id, c.document_id, c.seq, c.heading, c.page, c.body, c.tokens, c.embedding, d.name, d.source_url, -f.score`
+	fast := cols + ` FROM (SELECT rowid AS n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts WHERE knowledge_fts MATCH $` + mp + `
+		ORDER BY score LIMIT $` + over + `) f
+		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
+		WHERE c.org_id = $1 AND c.kb_id IN (` + in + `) ORDER BY f.score LIMIT $2`
+	hits, err := list(ctx, r.q, "search knowledge", fast, args, scanHit)
+	if err != nil || len(hits) >= limit {
+		return hits, err
+	}
+	slow := cols + ` FROM (SELECT k.n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts JOIN knowledge_chunks k ON k.n = knowledge_fts.rowid
+			WHERE knowledge_fts MATCH $` + mp + ` AND k.org_id = $1 AND k.kb_id IN (` + in + `) ORDER BY score LIMIT $2) f
+		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
+		ORDER BY f.score`
+	return list(ctx, r.q, "search knowledge", slow, args[:len(args)-1], scanHit)
+}
+
+// ftsMatch is the FTS5 query of terms, within the bases ids when there are some.
+func ftsMatch(ids []KnowledgeBaseID, terms []string) string {
+	toks := make([]string, len(ids))
+	for i, k := range ids {
+		toks[i] = `"k` + strings.ReplaceAll(string(k), "-", "") + `"`
+	}
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + strings.ReplaceAll(t, `"`, ``) + `"`
+	}
+	m := "{heading body}: (" + strings.Join(quoted, " OR ") + ")"
+	if len(ids) == 0 {
+		return m
+	}
+	return "kbtok: (" + strings.Join(toks, " OR ") + ") AND " + m
+}
+
+// ftsAll is the FTS5 query of chunks holding every one of terms.
+func ftsAll(terms []string) string {
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `{heading body}: "` + strings.ReplaceAll(t, `"`, ``) + `"`
+	}
+	return strings.Join(quoted, " AND ")
+}
+
+// narrowTerms counts through the index (up to termBudget + 1) the chunks each term matches and
+// keeps the rarest terms within RankBudget, each within termBudget (see there); all says the
+// search needs every term kept (the two rarest, when the rarest alone is over termBudget). Counts are of the whole
+// index, as FTS5 weighs terms by the whole index too.
+func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []string, all bool, err error) {
+	type counted struct {
+		term string
+		n    int
+	}
+	var cs []counted
+	for _, t := range terms {
+		var query string
+		args := []any{termBudget + 1, t}
+		if r.q.s.d.name == SQLite {
+			args[1] = ftsMatch(nil, []string{t})
+			query = `SELECT count(*) FROM (SELECT 1 FROM knowledge_fts WHERE knowledge_fts MATCH $2 LIMIT $1)`
+		} else {
+			query = `SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks WHERE tsv @@ plainto_tsquery('english', $2) LIMIT $1) x`
+		}
+		var n int
+		if err := r.q.get(ctx, "count a search term", query, args, func(rs rowScanner) error { return rs.Scan(&n) }); err != nil {
+			return nil, false, err
+		}
+		if n > 0 {
+			cs = append(cs, counted{t, n})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b counted) int { return a.n - b.n })
+	sum := 0
+	for _, c := range cs {
+		if len(kept) > 0 && (sum+c.n > RankBudget || c.n > termBudget) {
+			break
+		}
+		kept = append(kept, c.term)
+		sum += c.n
+	}
+	if len(cs) >= 2 && cs[0].n > termBudget {
+		return []string{cs[0].term, cs[1].term}, true, nil
+	}
+	return kept, false, nil
 }
 
 func scanHit(r rowScanner) (KnowledgeHit, error) {

@@ -95,14 +95,16 @@ CREATE TABLE knowledge_chunks (
 CREATE INDEX knowledge_chunks_document ON knowledge_chunks (document_id, seq);
 CREATE INDEX knowledge_chunks_kb ON knowledge_chunks (kb_id);
 
--- The full-text index: an external-content FTS5 table over the chunks' heading and body,
--- kept in step by triggers; the Porter stemmer over Unicode words.
-CREATE VIRTUAL TABLE knowledge_fts USING fts5(heading, body, content='knowledge_chunks', content_rowid='n', tokenize='porter unicode61');
+-- The full-text index: an FTS5 table over the chunks' heading and body (Porter stemmer over
+-- Unicode words) with kbtok, the base's id as one token ("k" and its 32 hex digits), so that a
+-- search is narrowed to its bases inside the index. Its rowid is the chunk's n; triggers keep
+-- it in step.
+CREATE VIRTUAL TABLE knowledge_fts USING fts5(heading, body, kbtok, tokenize='porter unicode61');
 
 CREATE TRIGGER knowledge_chunks_ai AFTER INSERT ON knowledge_chunks BEGIN
-	INSERT INTO knowledge_fts (rowid, heading, body) VALUES (new.n, new.heading, new.body);
+	INSERT INTO knowledge_fts (rowid, heading, body, kbtok) VALUES (new.n, new.heading, new.body, 'k' || replace(new.kb_id, '-', ''));
 END;
 
 CREATE TRIGGER knowledge_chunks_ad AFTER DELETE ON knowledge_chunks BEGIN
-	INSERT INTO knowledge_fts (knowledge_fts, rowid, heading, body) VALUES ('delete', old.n, old.heading, old.body);
+	DELETE FROM knowledge_fts WHERE rowid = old.n;
 END;
