@@ -1,6 +1,7 @@
 package knowledge_test
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/parley-voice/parley/control/app/knowledge"
+	"github.com/parley-voice/parley/control/embeddings"
+	"github.com/parley-voice/parley/session/fakes"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -120,4 +123,27 @@ func recallAt3(t *testing.T, f *fixture, kb knowledge.KnowledgeBase) float64 {
 		}
 	}
 	return float64(found) / float64(len(goDocQuestions))
+}
+
+// TestRetrievalQualityHybrid reports recall@3 with embeddings on: the fake of `parley fakes`
+// (a real HTTP server speaking the OpenAI embeddings API, deterministic vectors) through the
+// OpenAI-compatible adapter, fused with full text by reciprocal rank.
+func TestRetrievalQualityHybrid(t *testing.T) {
+	srv := httptest.NewServer(fakes.OpenAIEmbeddingsFake{})
+	defer srv.Close()
+	engines(t, func(t *testing.T, st *store.Store) {
+		f := newFixture(t, st)
+		f.svc.Embedder = &embeddings.Client{BaseURL: srv.URL, APIKey: "fake", Model: "fake-embed"}
+		kb := f.base(t, "Go")
+		loadGoDocs(t, f, kb)
+		res, err := f.svc.Search(t.Context(), f.act, kb.ID, knowledge.KnowledgeSearch{Query: "defer", Limit: 1})
+		if err != nil || res.Method != "hybrid" {
+			t.Fatalf("search %+v %v", res, err)
+		}
+		r := recallAt3(t, f, kb)
+		t.Logf("recall@3 hybrid, fake embeddings (%s): %.3f over %d questions", st.Dialect(), r, len(goDocQuestions))
+		if r < 0.8 {
+			t.Errorf("recall@3 hybrid = %.3f", r)
+		}
+	})
 }
