@@ -494,7 +494,8 @@ func scanChunk(r rowScanner) (KnowledgeChunk, error) {
 // taken rarest first while the chunks they match (counted through the index) stay within it.
 // The terms left out are the common ones (in a 20,000-chunk manual, "type" or "value"), which
 // BM25 would weigh near zero anyway. When the rarest term alone matches more, the search asks
-// for chunks holding both of the two rarest.
+// for chunks holding both of the two rarest; a search that still matches more ranks the first
+// RankBudget chunks of the index's order (a question of common words only).
 const RankBudget = 1000
 
 // termBudget is the most chunks one term may match and still be kept (counting stops there).
@@ -546,6 +547,7 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 		or, text := fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
 		query = `WITH cand AS (
 			SELECT c.id, c.tsv FROM knowledge_chunks c WHERE c.tsv @@ to_tsquery('english', ` + or + `) AND c.org_id = $1 AND c.kb_id IN (` + in + `)
+			LIMIT ` + fmt.Sprint(RankBudget) + `
 		), stats AS (
 			SELECT (SELECT count(*) FROM knowledge_chunks WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
 			coalesce(avg(length(tsv)), 1)::float8 AS avgdl FROM cand
@@ -582,16 +584,16 @@ func (r Knowledge) searchSQLite(ctx context.Context, args []any, in string, term
 	args = append(args, m, max(searchOver, limit))
 	mp, over := fmt.Sprint(len(args)-1), fmt.Sprint(len(args))
 	cols := `SELECT c.id, c.kb_id, c.document_id, c.seq, c.heading, c.page, c.body, c.tokens, c.embedding, d.name, d.source_url, -f.score`
-	fast := cols + ` FROM (SELECT rowid AS n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts WHERE knowledge_fts MATCH $` + mp + `
-		ORDER BY score LIMIT $` + over + `) f
+	fast := cols + ` FROM (SELECT n, score FROM (SELECT rowid AS n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts
+			WHERE knowledge_fts MATCH $` + mp + ` LIMIT ` + fmt.Sprint(RankBudget) + `) ORDER BY score LIMIT $` + over + `) f
 		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
 		WHERE c.org_id = $1 AND c.kb_id IN (` + in + `) ORDER BY f.score LIMIT $2`
 	hits, err := list(ctx, r.q, "search knowledge", fast, args, scanHit)
 	if err != nil || len(hits) >= limit {
 		return hits, err
 	}
-	slow := cols + ` FROM (SELECT k.n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts JOIN knowledge_chunks k ON k.n = knowledge_fts.rowid
-			WHERE knowledge_fts MATCH $` + mp + ` AND k.org_id = $1 AND k.kb_id IN (` + in + `) ORDER BY score LIMIT $2) f
+	slow := cols + ` FROM (SELECT n, score FROM (SELECT k.n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts JOIN knowledge_chunks k ON k.n = knowledge_fts.rowid
+			WHERE knowledge_fts MATCH $` + mp + ` AND k.org_id = $1 AND k.kb_id IN (` + in + `) LIMIT ` + fmt.Sprint(RankBudget) + `) ORDER BY score LIMIT $2) f
 		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
 		ORDER BY f.score`
 	return list(ctx, r.q, "search knowledge", slow, args[:len(args)-1], scanHit)
