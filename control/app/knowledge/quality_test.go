@@ -10,8 +10,8 @@ import (
 
 	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/embeddings"
-	"github.com/parley-voice/parley/session/fakes"
 	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/session/fakes"
 )
 
 // qa is a question about the Go specification or memory model, with the heading of the section
