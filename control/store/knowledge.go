@@ -498,6 +498,9 @@ func scanChunk(r rowScanner) (KnowledgeChunk, error) {
 // RankBudget chunks of the index's order (a question of common words only).
 const RankBudget = 1000
 
+// pgRerank is how many of the candidates ts_rank_cd orders best PostgreSQL ranks by BM25.
+const pgRerank = 100
+
 // termBudget is the most chunks one term may match and still be kept (counting stops there).
 const termBudget = 250
 
@@ -518,7 +521,7 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	terms, all, err := r.narrowTerms(ctx, terms)
+	terms, dfs, all, err := r.narrowTerms(ctx, terms)
 	if err != nil || len(terms) == 0 {
 		return nil, err
 	}
@@ -535,34 +538,37 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 	} else {
 		// ts_rank_cd has no inverse document frequency: on the Go specification it found the
 		// answering section in the top 3 for 0.76 of the questions of the quality test, against
-		// 0.94 for BM25. So the candidates the GIN index finds are ranked by BM25 computed here
-		// from the tsvector (term frequencies, a heading's lexemes counting twice, document
-		// frequencies within the candidates, which hold every chunk with any of the terms), with
-		// ts_rank_cd breaking ties.
+		// 0.94 for BM25. So the candidates the GIN index finds are ordered by ts_rank_cd, and the
+		// best pgRerank of them ranked by BM25 computed here from their lexemes (term
+		// frequencies, a heading's lexemes counting twice) with the document frequencies
+		// narrowTerms counted.
 		op := " | "
 		if all {
 			op = " & "
 		}
-		args = append(args, strings.Join(terms, op), strings.Join(terms, " "))
-		or, text := fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
-		query = `WITH cand AS (
-			SELECT c.id, c.tsv FROM knowledge_chunks c WHERE c.tsv @@ to_tsquery('english', ` + or + `) AND c.org_id = $1 AND c.kb_id IN (` + in + `)
-			LIMIT ` + fmt.Sprint(RankBudget) + `
+		args = append(args, strings.Join(terms, op), terms, dfs)
+		or, ts, ds := fmt.Sprintf("$%d", len(args)-2), fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
+		query = `WITH q AS (
+			SELECT to_tsquery('english', ` + or + `) AS q
+		), terms AS (
+			SELECT (tsvector_to_array(to_tsvector('english', t.term)))[1] AS lexeme, t.df::float8 AS df FROM unnest(` + ts + `::text[], ` + ds + `::int[]) AS t(term, df)
+		), cand AS (
+			SELECT c.id, c.tsv FROM knowledge_chunks c, q WHERE c.tsv @@ q.q AND c.org_id = $1 AND c.kb_id IN (` + in + `) LIMIT ` + fmt.Sprint(RankBudget) + `
+		), top AS (
+			SELECT cand.id, cand.tsv FROM cand, q ORDER BY ts_rank_cd(cand.tsv, q.q, 1) DESC LIMIT ` + fmt.Sprint(pgRerank) + `
 		), stats AS (
 			SELECT (SELECT count(*) FROM knowledge_chunks WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
-			coalesce(avg(length(tsv)), 1)::float8 AS avgdl FROM cand
+			coalesce(avg(length(tsv)), 1)::float8 AS avgdl FROM top
 		), tf AS (
-			SELECT cand.id, u.lexeme, (cardinality(u.positions) + cardinality(array_positions(u.weights, 'A')))::float8 AS tf, length(cand.tsv)::float8 AS dl
-			FROM cand, unnest(cand.tsv) u WHERE u.lexeme = ANY (tsvector_to_array(to_tsvector('english', ` + text + `)))
-		), df AS (
-			SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme
+			SELECT top.id, u.lexeme, (cardinality(u.positions) + cardinality(array_positions(u.weights, 'A')))::float8 AS tf, length(top.tsv)::float8 AS dl
+			FROM top, unnest(top.tsv) u WHERE u.lexeme IN (SELECT lexeme FROM terms)
 		), scored AS (
-			SELECT tf.id, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.dl / s.avgdl))) AS score
-			FROM tf JOIN df USING (lexeme) CROSS JOIN stats s GROUP BY tf.id
+			SELECT tf.id, sum(ln(1 + (s.n - t.df + 0.5) / (t.df + 0.5)) * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.dl / s.avgdl))) AS score
+			FROM tf JOIN terms t USING (lexeme) CROSS JOIN stats s GROUP BY tf.id
 		)
 		SELECT c.id, c.kb_id, c.document_id, c.seq, c.heading, c.page, c.body, c.tokens, c.embedding, d.name, d.source_url, scored.score
 		FROM scored JOIN knowledge_chunks c ON c.id = scored.id JOIN knowledge_documents d ON d.id = c.document_id
-		ORDER BY scored.score DESC, ts_rank_cd(c.tsv, to_tsquery('english', ` + or + `), 1) DESC, c.id LIMIT $2`
+		ORDER BY scored.score DESC, c.id LIMIT $2`
 	}
 	return list(ctx, r.q, "search knowledge", query, args, scanHit)
 }
@@ -629,7 +635,7 @@ func ftsAll(terms []string) string {
 // keeps the rarest terms within RankBudget, each within termBudget (see there); all says the
 // search needs every term kept (the two rarest, when the rarest alone is over termBudget). Counts are of the whole
 // index, as FTS5 weighs terms by the whole index too.
-func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []string, all bool, err error) {
+func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []string, dfs []int, all bool, err error) {
 	type counted struct {
 		term string
 		n    int
@@ -646,7 +652,7 @@ func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []stri
 		}
 		var n int
 		if err := r.q.get(ctx, "count a search term", query, args, func(rs rowScanner) error { return rs.Scan(&n) }); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		if n > 0 {
 			cs = append(cs, counted{t, n})
@@ -659,12 +665,13 @@ func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []stri
 			break
 		}
 		kept = append(kept, c.term)
+		dfs = append(dfs, c.n)
 		sum += c.n
 	}
 	if len(cs) >= 2 && cs[0].n > termBudget {
-		return []string{cs[0].term, cs[1].term}, true, nil
+		return []string{cs[0].term, cs[1].term}, []int{cs[0].n, cs[1].n}, true, nil
 	}
-	return kept, false, nil
+	return kept, dfs, false, nil
 }
 
 func scanHit(r rowScanner) (KnowledgeHit, error) {
