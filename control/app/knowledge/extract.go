@@ -189,23 +189,20 @@ func needsSpace(a, b pdf.Text) bool {
 }
 
 // extractHTML keeps the page's main content (readability) as Markdown, headings included. A
-// reference page that readability would cut to a small part keeps its whole body.
+// reference page that readability would cut to less than half its text keeps its whole body.
 func extractHTML(data []byte, pageURL string) (string, error) {
 	doc, err := html.Parse(bytes.NewReader(data))
 	if err != nil {
 		return "", failf("The HTML cannot be read: %v.", err)
 	}
-	full, err := htmltomarkdown.ConvertNode(body(doc))
-	if err != nil {
-		return "", failf("The HTML cannot be converted: %v.", err)
-	}
+	whole := body(doc)
 	u, _ := url.Parse(pageURL)
 	if u == nil {
 		u = &url.URL{}
 	}
 	art, err := readability.FromReader(bytes.NewReader(data), u)
-	if err == nil && art.Node != nil {
-		if main, err := htmltomarkdown.ConvertNode(art.Node); err == nil && len(main) > len(full)/2 {
+	if err == nil && art.Node != nil && textLen(art.Node) > textLen(whole)/2 {
+		if main, err := htmltomarkdown.ConvertNode(art.Node); err == nil {
 			// Readability keeps the title apart: it heads the text again, so that the
 			// sections' heading paths start with it.
 			if t := strings.TrimSpace(art.Title()); t != "" && !bytes.Contains(main, []byte("# "+t)) {
@@ -214,7 +211,26 @@ func extractHTML(data []byte, pageURL string) (string, error) {
 			return string(main), nil
 		}
 	}
+	full, err := htmltomarkdown.ConvertNode(whole)
+	if err != nil {
+		return "", failf("The HTML cannot be converted: %v.", err)
+	}
 	return string(full), nil
+}
+
+// textLen is the length of the text under n, scripts and styles left out.
+func textLen(n *html.Node) int {
+	if n.Type == html.TextNode {
+		return len(strings.TrimSpace(n.Data))
+	}
+	if n.Type == html.ElementNode && (n.Data == "script" || n.Data == "style") {
+		return 0
+	}
+	total := 0
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		total += textLen(c)
+	}
+	return total
 }
 
 // body returns the document's body element, or the document.
