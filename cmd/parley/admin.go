@@ -43,6 +43,7 @@ func adminCommand() *command {
 		}},
 		numbersCommand(),
 		trunksCommand(),
+		masterKeyCommand(), // issue 17
 		agentsCommand(),
 		jobsCommand(),
 		{name: "credit", short: "organization credit", subs: []*command{

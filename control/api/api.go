@@ -18,6 +18,7 @@ import (
 	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +26,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -60,6 +62,9 @@ type API struct {
 	Calls         *calls.Service
 	Chats         *chats.Service
 	Knowledge     *knowledge.Service // issue 16
+	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
+	Box   *secrets.Box
+	Vault *vault.Service
 }
 
 func (a *API) now() time.Time {
@@ -86,6 +91,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Knowledge == nil { // issue 16
 		a.Knowledge = &knowledge.Service{Store: a.Store, Log: a.Log, Now: a.Now}
+	}
+	if a.Vault == nil {
+		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
 	r := chi.NewRouter()

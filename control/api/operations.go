@@ -15,6 +15,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
 	ops = append(ops, knowledgeOperations()...) // issue 16
+	ops = append(ops, vaultOperations()...)     // issue 17
 	return append(ops, conversationOperations()...)
 })
 

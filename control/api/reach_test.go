@@ -60,10 +60,15 @@ var reachObjects = map[string]reachObject{
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/crawls", key: kLive,
 			body: map[string]any{"start_url": "http://127.0.0.1:9/"}}).Str("id")
 	}},
+	// issue 17: the vault, tools and MCP servers.
+	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach-" + randHex(3), "type": "bearer", "value": "reach-value"}}).Str("id")
+	}},
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id",
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id",
 	"knowledge_base_id", "document_id", "crawl_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit

@@ -168,6 +168,10 @@ const (
 	CodeCrawlURLRefused         = "crawl_url_refused"
 	CodeCrawlInProgress         = "crawl_in_progress"
 	CodeCrawlPageNotReplaceable = "crawl_page_not_replaceable"
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound  = "vault_secret_not_found"
+	CodeSecretNameTaken = "vault_secret_name_taken"
+	CodeSecretInUse     = "vault_secret_in_use"
 )
 
 var Codes = map[string]Code{
@@ -253,6 +257,10 @@ var Codes = map[string]Code{
 	CodeCrawlURLRefused:         {422, "The crawl's address is not a public http(s) address that resolves (private, loopback and link-local addresses are refused)."},
 	CodeCrawlInProgress:         {409, "The crawl is already queued or running; its next run starts when this one is over."},
 	CodeCrawlPageNotReplaceable: {409, "The document is a page of a crawl: it changes when the crawl refreshes, not by upload."},
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.
