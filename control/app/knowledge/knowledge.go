@@ -580,21 +580,6 @@ func (s *Service) build(ctx context.Context, data []byte, typ, pageURL string) (
 	return store.Indexed{Text: text.String(), Pages: len(pages), ContentHash: hex.EncodeToString(sum[:]), Chunks: chunks}, nil
 }
 
-// IndexPending queues the uploads whose indexing job was lost (a restart between the commit and
-// the job is impossible, since both commit together; this is the operator's repair).
-func (s *Service) IndexPending(ctx context.Context) (int, error) {
-	ids, err := s.Store.Knowledge().PendingUploads(ctx, 100)
-	if err != nil {
-		return 0, err
-	}
-	for _, id := range ids {
-		if err := s.Index(ctx, id); err != nil {
-			return 0, err
-		}
-	}
-	return len(ids), nil
-}
-
 // KnowledgeDocumentUpload documents the multipart/form-data body of an upload (the transport
 // reads its parts); a raw body with the document's Content-Type is taken too.
 type KnowledgeDocumentUpload struct {
