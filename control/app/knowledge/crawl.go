@@ -57,10 +57,10 @@ type KnowledgeCrawl struct {
 	Status            string     `json:"status" jsonschema:"enum=queued,enum=running,enum=done,enum=failed"`
 	FailureReason     *string    `json:"failure_reason" jsonschema:"nullable"`
 	Pages             CrawlPages `json:"pages" doc:"What the last run did."`
-	LastStartedAt     *time.Time `json:"last_started_at" jsonschema:"nullable"`
-	LastFinishedAt    *time.Time `json:"last_finished_at" jsonschema:"nullable"`
-	NextRefreshAt     *time.Time `json:"next_refresh_at" jsonschema:"nullable"`
-	CreatedAt         time.Time  `json:"created_at"`
+	LastStartedAt     *app.Time `json:"last_started_at" jsonschema:"nullable"`
+	LastFinishedAt    *app.Time `json:"last_finished_at" jsonschema:"nullable"`
+	NextRefreshAt     *app.Time `json:"next_refresh_at" jsonschema:"nullable"`
+	CreatedAt         app.Time  `json:"created_at"`
 }
 
 // SchemaDoc describes the object.
@@ -89,7 +89,7 @@ func crawlView(c store.KnowledgeCrawl) KnowledgeCrawl {
 	v := KnowledgeCrawl{Object: "knowledge_crawl", ID: string(c.ID), KnowledgeBaseID: string(c.KBID), StartURL: c.StartURL, Allowed: c.Allowed,
 		MaxDepth: c.MaxDepth, MaxPages: c.MaxPages, RefreshEveryHours: c.RefreshHours, Status: c.Status,
 		Pages:         CrawlPages{Indexed: c.PagesOK, Unchanged: c.PagesUnchanged, Failed: c.PagesFailed, Removed: c.PagesRemoved},
-		LastStartedAt: c.LastStartedAt, LastFinishedAt: c.LastFinishedAt, NextRefreshAt: c.NextRefreshAt, CreatedAt: c.CreatedAt}
+		LastStartedAt: app.TP(c.LastStartedAt), LastFinishedAt: app.TP(c.LastFinishedAt), NextRefreshAt: app.TP(c.NextRefreshAt), CreatedAt: app.T(c.CreatedAt)}
 	if v.Allowed == nil {
 		v.Allowed = []string{}
 	}

@@ -89,8 +89,8 @@ type KnowledgeBase struct {
 	Name        string    `json:"name" doc:"Unique in the project, ignoring case; agents name it in references.knowledge_bases."`
 	Description string    `json:"description"`
 	Documents   int       `json:"documents" doc:"Documents in it, uploaded and crawled."`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	CreatedAt   app.Time `json:"created_at"`
+	UpdatedAt   app.Time `json:"updated_at"`
 }
 
 // SchemaDoc describes the object.
@@ -129,9 +129,9 @@ type KnowledgeDocument struct {
 	Bytes           int64      `json:"bytes"`
 	Pages           int        `json:"pages" doc:"Pages of a PDF; 1 for other documents once indexed."`
 	Chunks          int        `json:"chunks" doc:"Searchable chunks made of it."`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	IndexedAt       *time.Time `json:"indexed_at" jsonschema:"nullable"`
+	CreatedAt       app.Time  `json:"created_at"`
+	UpdatedAt       app.Time  `json:"updated_at"`
+	IndexedAt       *app.Time `json:"indexed_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object.
@@ -148,14 +148,14 @@ type KnowledgeDocumentText struct {
 
 func baseView(k store.KnowledgeBase) KnowledgeBase {
 	return KnowledgeBase{Object: "knowledge_base", ID: string(k.ID), ProjectID: string(k.ProjectID), Name: k.Name, Description: k.Description,
-		Documents: k.Documents, CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt}
+		Documents: k.Documents, CreatedAt: app.T(k.CreatedAt), UpdatedAt: app.T(k.UpdatedAt)}
 }
 
 // DocumentView is the interface's form of a stored document.
 func DocumentView(d store.KnowledgeDocument) KnowledgeDocument {
 	v := KnowledgeDocument{Object: "knowledge_document", ID: string(d.ID), KnowledgeBaseID: string(d.KBID), Name: d.Name, Source: "upload",
 		ContentType: d.ContentType, Status: d.Status, Bytes: d.Bytes, Pages: d.Pages, Chunks: d.Chunks,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, IndexedAt: d.IndexedAt}
+		CreatedAt: app.T(d.CreatedAt), UpdatedAt: app.T(d.UpdatedAt), IndexedAt: app.TP(d.IndexedAt)}
 	if d.CrawlID != "" {
 		v.Source = "crawl"
 		c, u := string(d.CrawlID), d.SourceURL
