@@ -1,4 +1,4 @@
--- 0010 knowledge (issue 16): knowledge bases, their documents (uploaded, or pages of a crawl),
+-- 0011 knowledge (issue 16): knowledge bases, their documents (uploaded, or pages of a crawl),
 -- the chunks retrieval searches (full text through a tsvector with a GIN index, ranked with
 -- ts_rank_cd; an optional embedding beside each chunk), uploads waiting to be indexed, and
 -- crawls. Keep in step with ../sqlite.
