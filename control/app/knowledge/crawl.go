@@ -57,10 +57,10 @@ type KnowledgeCrawl struct {
 	Status            string     `json:"status" jsonschema:"enum=queued,enum=running,enum=done,enum=failed"`
 	FailureReason     *string    `json:"failure_reason" jsonschema:"nullable"`
 	Pages             CrawlPages `json:"pages" doc:"What the last run did."`
-	LastStartedAt     *app.Time `json:"last_started_at" jsonschema:"nullable"`
-	LastFinishedAt    *app.Time `json:"last_finished_at" jsonschema:"nullable"`
-	NextRefreshAt     *app.Time `json:"next_refresh_at" jsonschema:"nullable"`
-	CreatedAt         app.Time  `json:"created_at"`
+	LastStartedAt     *app.Time  `json:"last_started_at" jsonschema:"nullable"`
+	LastFinishedAt    *app.Time  `json:"last_finished_at" jsonschema:"nullable"`
+	NextRefreshAt     *app.Time  `json:"next_refresh_at" jsonschema:"nullable"`
+	CreatedAt         app.Time   `json:"created_at"`
 }
 
 // SchemaDoc describes the object.

@@ -83,12 +83,12 @@ func (s *Service) log() *slog.Logger {
 
 // KnowledgeBase is the knowledge base object.
 type KnowledgeBase struct {
-	Object      string    `json:"object" jsonschema:"enum=knowledge_base"`
-	ID          string    `json:"id" jsonschema:"format=uuid"`
-	ProjectID   string    `json:"project_id" jsonschema:"format=uuid"`
-	Name        string    `json:"name" doc:"Unique in the project, ignoring case; agents name it in references.knowledge_bases."`
-	Description string    `json:"description"`
-	Documents   int       `json:"documents" doc:"Documents in it, uploaded and crawled."`
+	Object      string   `json:"object" jsonschema:"enum=knowledge_base"`
+	ID          string   `json:"id" jsonschema:"format=uuid"`
+	ProjectID   string   `json:"project_id" jsonschema:"format=uuid"`
+	Name        string   `json:"name" doc:"Unique in the project, ignoring case; agents name it in references.knowledge_bases."`
+	Description string   `json:"description"`
+	Documents   int      `json:"documents" doc:"Documents in it, uploaded and crawled."`
 	CreatedAt   app.Time `json:"created_at"`
 	UpdatedAt   app.Time `json:"updated_at"`
 }
@@ -116,19 +116,19 @@ func (KnowledgeBaseUpdate) SchemaExtras() map[string]any { return map[string]any
 
 // KnowledgeDocument is the knowledge document object.
 type KnowledgeDocument struct {
-	Object          string     `json:"object" jsonschema:"enum=knowledge_document"`
-	ID              string     `json:"id" jsonschema:"format=uuid"`
-	KnowledgeBaseID string     `json:"knowledge_base_id" jsonschema:"format=uuid"`
-	Name            string     `json:"name" doc:"The file name of an upload; the address of a crawled page."`
-	Source          string     `json:"source" jsonschema:"enum=upload,enum=crawl"`
-	CrawlID         *string    `json:"crawl_id" jsonschema:"format=uuid,nullable" doc:"The crawl a page comes from; null for an upload."`
-	URL             *string    `json:"url" jsonschema:"nullable" doc:"The address of a crawled page; null for an upload."`
-	ContentType     string     `json:"content_type" doc:"application/pdf, text/html, text/markdown, text/plain, text/csv or the DOCX type."`
-	Status          string     `json:"status" jsonschema:"enum=processing,enum=ready,enum=failed" doc:"processing until indexed (a replaced document keeps serving its old content meanwhile); failed with failure_reason."`
-	FailureReason   *string    `json:"failure_reason" jsonschema:"nullable"`
-	Bytes           int64      `json:"bytes"`
-	Pages           int        `json:"pages" doc:"Pages of a PDF; 1 for other documents once indexed."`
-	Chunks          int        `json:"chunks" doc:"Searchable chunks made of it."`
+	Object          string    `json:"object" jsonschema:"enum=knowledge_document"`
+	ID              string    `json:"id" jsonschema:"format=uuid"`
+	KnowledgeBaseID string    `json:"knowledge_base_id" jsonschema:"format=uuid"`
+	Name            string    `json:"name" doc:"The file name of an upload; the address of a crawled page."`
+	Source          string    `json:"source" jsonschema:"enum=upload,enum=crawl"`
+	CrawlID         *string   `json:"crawl_id" jsonschema:"format=uuid,nullable" doc:"The crawl a page comes from; null for an upload."`
+	URL             *string   `json:"url" jsonschema:"nullable" doc:"The address of a crawled page; null for an upload."`
+	ContentType     string    `json:"content_type" doc:"application/pdf, text/html, text/markdown, text/plain, text/csv or the DOCX type."`
+	Status          string    `json:"status" jsonschema:"enum=processing,enum=ready,enum=failed" doc:"processing until indexed (a replaced document keeps serving its old content meanwhile); failed with failure_reason."`
+	FailureReason   *string   `json:"failure_reason" jsonschema:"nullable"`
+	Bytes           int64     `json:"bytes"`
+	Pages           int       `json:"pages" doc:"Pages of a PDF; 1 for other documents once indexed."`
+	Chunks          int       `json:"chunks" doc:"Searchable chunks made of it."`
 	CreatedAt       app.Time  `json:"created_at"`
 	UpdatedAt       app.Time  `json:"updated_at"`
 	IndexedAt       *app.Time `json:"indexed_at" jsonschema:"nullable"`
