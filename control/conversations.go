@@ -11,6 +11,7 @@ import (
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/audit"
 	"github.com/parley-voice/parley/control/app/campaigns"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
@@ -46,6 +47,7 @@ const (
 // conversations is the node's conversation runtime and its workers.
 type conversations struct {
 	rt       *runtime.Runtime
+	know     *knowledge.Service // issue 16
 	testProv *runtime.TestProviders
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -64,8 +66,10 @@ func (n *Node) startConversations(ctx context.Context) error {
 	if n.metrics != nil {
 		m = session.NewMetrics(n.metrics.reg)
 	}
+	know := n.knowledgeService() // issue 16
 	rt, err := runtime.New(runtime.Options{
-		NodeID: n.cfg.NodeID, Store: n.Store, Bus: n.Bus,
+		Knowledge: know,
+		NodeID:    n.cfg.NodeID, Store: n.Store, Bus: n.Bus,
 		Providers: providers.New(providers.FromConfig(n.cfg, n.log)), TestProviders: tp,
 		Media:      n.cfg.Roles.Has(config.RoleMedia),
 		Dialer:     n.dialer(),
@@ -83,7 +87,7 @@ func (n *Node) startConversations(ctx context.Context) error {
 		tp.Close()
 		return err
 	}
-	n.conv = &conversations{rt: rt, testProv: tp}
+	n.conv = &conversations{rt: rt, testProv: tp, know: know}
 	return nil
 }
 
@@ -106,6 +110,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	a.Knowledge = n.conv.know
 	if n.tools != nil { // issue 17
 		a.Guard, a.MCP = n.Outbound, n.tools.mcp
 	}
@@ -123,6 +128,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
 	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout, n.registry)
+	registerKnowledgeJobs(w, n.conv.know, n.Outbound) // issue 16
 	ctx, cancel := context.WithCancel(ctx)
 	n.conv.cancel = cancel
 	n.conv.wg.Go(func() {
@@ -209,12 +215,16 @@ func (c *conversations) close() {
 
 // bodyLimits is bodyLimit with the larger limit of uploads on their path.
 func bodyLimits(limit int64) func(http.Handler) http.Handler {
-	normal, upload := bodyLimit(limit), bodyLimit(max(limit, api.MaxUploadBytes))
+	normal, upload, document := bodyLimit(limit), bodyLimit(max(limit, api.MaxUploadBytes)), bodyLimit(max(limit, api.MaxDocumentUpload))
 	return func(next http.Handler) http.Handler {
-		a, b := normal(next), upload(next)
+		a, b, docs := normal(next), upload(next), document(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/v1/attachments" {
 				b.ServeHTTP(w, r)
+				return
+			}
+			if isDocumentUpload(r) { // issue 16: documents of up to 25 MB
+				docs.ServeHTTP(w, r)
 				return
 			}
 			a.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/events"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/app/tools"
@@ -70,6 +71,7 @@ type API struct {
 	Calls         *calls.Service
 	Chats         *chats.Service
 	Campaigns     *campaigns.Service // issue 15: contacts, do-not-call, campaigns and their dialler
+	Knowledge     *knowledge.Service // issue 16
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
@@ -109,6 +111,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Knowledge == nil { // issue 16
+		a.Knowledge = &knowledge.Service{Store: a.Store, Log: a.Log, Now: a.Now}
 	}
 	if a.Vault == nil {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}

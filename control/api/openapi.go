@@ -186,8 +186,12 @@ func operationObject(op *operation) map[string]any {
 			media = "multipart/form-data"
 		}
 		content := map[string]any{media: map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + op.Body}}}
-		for _, m := range op.Media {
-			content[m] = map[string]any{"schema": map[string]any{"type": "string"}}
+		for _, m := range op.RawMedia {
+			raw := map[string]any{"type": "string"}
+			if !strings.HasPrefix(m, "text/") && m != "application/x-ndjson" {
+				raw["format"] = "binary"
+			}
+			content[m] = map[string]any{"schema": raw}
 		}
 		o["requestBody"] = map[string]any{
 			"required":    !op.BodyOptional,

@@ -14,8 +14,9 @@ var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
-	ops = append(ops, vaultOperations()...) // issue 17
-	ops = append(ops, toolOperations()...)  // issue 17
+	ops = append(ops, knowledgeOperations()...) // issue 16
+	ops = append(ops, vaultOperations()...)     // issue 17
+	ops = append(ops, toolOperations()...)      // issue 17
 	ops = append(ops, conversationOperations()...)
 	ops = append(ops, webhookOperations()...)   // issue 14
 	return append(ops, campaignOperations()...) // issue 15

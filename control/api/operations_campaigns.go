@@ -123,9 +123,9 @@ func campaignOperations() []*operation {
 				"Each row is created, or updates the contact with its external_id, or else its number; importing again makes no duplicates. A row that does not fit is refused and named in errors (row and field) without stopping the others; rows past 10,000 are refused. " +
 				"A binary file is 422 unreadable_import.",
 			Permission: "contacts:write", Changes: true, Multipart: true, MaxBody: importMaxBody,
-			Media:  []string{"text/csv", "application/x-ndjson"},
-			Codes:  []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeUnreadableImport},
-			Status: http.StatusOK,
+			RawMedia: []string{"text/csv", "application/x-ndjson"},
+			Codes:    []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeUnreadableImport},
+			Status:   http.StatusOK,
 		}, (*API).importContacts),
 		typed(operation{
 			ID: "getContact", Method: http.MethodGet, Path: "/contacts/{contact_id}", Tag: "Contacts",

@@ -69,6 +69,19 @@ var reachObjects = map[string]reachObject{
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/do-not-call", key: kLive,
 			body: map[string]any{"number": "+14155550102"}}).Str("number")
 	}},
+	// issue 16: knowledge bases, their documents (a raw text body) and crawls (queued; no worker runs here).
+	"knowledge_base_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "Reach " + randHex(3)}}).Str("id")
+	}},
+	"document_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/documents", key: kLive,
+			body: "Opening hours are nine to five.", header: map[string]string{"Content-Type": "text/plain"}}).Str("id")
+	}},
+	"crawl_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/crawls", key: kLive,
+			body: map[string]any{"start_url": "http://127.0.0.1:9/"}}).Str("id")
+	}},
 	// issue 17: the vault, tools and MCP servers.
 	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
@@ -88,7 +101,7 @@ var reachObjects = map[string]reachObject{
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
 var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id",
-	"campaign_id", "contact_id", "number"}
+	"campaign_id", "contact_id", "number", "knowledge_base_id", "document_id", "crawl_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).
@@ -98,6 +111,7 @@ var reachBodies = map[string]func() any{
 	"createWebhookReceiver":  func() any { return map[string]any{"project_id": "", "url": "https://reach.example.com/hook"} },
 	"addCampaignContacts":    func() any { return map[string]any{"contacts": []any{map[string]any{"to_number": "+14155550123"}}} },
 	"updateContact":          func() any { return map[string]any{"name": "Reach"} },
+	"createKnowledgeCrawl":   func() any { return map[string]any{"start_url": "http://127.0.0.1:9/"} },
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)

@@ -177,6 +177,16 @@ const (
 	CodeCampaignState     = "campaign_state_conflict"
 	CodeUnreadableImport  = "unreadable_import"
 
+	// issue 16: knowledge bases, documents and crawls.
+	CodeKnowledgeBaseNotFound   = "knowledge_base_not_found"
+	CodeKnowledgeDocNotFound    = "knowledge_document_not_found"
+	CodeKnowledgeCrawlNotFound  = "knowledge_crawl_not_found"
+	CodeKnowledgeBaseNameTaken  = "knowledge_base_name_taken"
+	CodeKnowledgeBaseInUse      = "knowledge_base_in_use"
+	CodeUnsupportedDocumentType = "unsupported_document_type"
+	CodeCrawlURLRefused         = "crawl_url_refused"
+	CodeCrawlInProgress         = "crawl_in_progress"
+	CodeCrawlPageNotReplaceable = "crawl_page_not_replaceable"
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound       = "vault_secret_not_found"
 	CodeSecretNameTaken      = "vault_secret_name_taken"
@@ -272,13 +282,22 @@ var Codes = map[string]Code{
 	CodeUnreadableImport:    {422, "The import is not CSV or JSON lines text (a binary file, or not UTF-8)."},
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
-	CodeUnknownEventType:     {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
-	CodeReceiverNotFound:     {404, "This key reaches no such webhook receiver (receivers made with a test key are seen by test keys only)."},
-	CodeDeliveryNotFound:     {404, "The receiver has no such delivery (kept 30 days)."},
-	CodeInvalidWebhookURL:    {422, "The receiver's url is not a public https address: another scheme, a host that does not resolve, or one that resolves to a loopback, private, link-local, CGNAT, multicast or unspecified address."},
-	CodeReceiverLimit:        {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
-	CodeReceiverAgent:        {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
-	CodeConversationNotEnded: {409, "The conversation has not ended yet; it is analyzed once it has."},
+	CodeUnknownEventType:        {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
+	CodeReceiverNotFound:        {404, "This key reaches no such webhook receiver (receivers made with a test key are seen by test keys only)."},
+	CodeDeliveryNotFound:        {404, "The receiver has no such delivery (kept 30 days)."},
+	CodeInvalidWebhookURL:       {422, "The receiver's url is not a public https address: another scheme, a host that does not resolve, or one that resolves to a loopback, private, link-local, CGNAT, multicast or unspecified address."},
+	CodeReceiverLimit:           {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
+	CodeReceiverAgent:           {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
+	CodeConversationNotEnded:    {409, "The conversation has not ended yet; it is analyzed once it has."},
+	CodeKnowledgeBaseNotFound:   {404, "This key reaches no such knowledge base."},
+	CodeKnowledgeDocNotFound:    {404, "The knowledge base has no such document."},
+	CodeKnowledgeCrawlNotFound:  {404, "The knowledge base has no such crawl."},
+	CodeKnowledgeBaseNameTaken:  {409, "Another knowledge base of the project has this name (names are compared ignoring case)."},
+	CodeKnowledgeBaseInUse:      {409, "Agents name the knowledge base in their definitions; detail and the agents member name them. Remove it from their references first."},
+	CodeUnsupportedDocumentType: {415, "The document is not a type Parley reads: PDF, HTML, Markdown, plain text, CSV or DOCX (the type is read from the content and the name)."},
+	CodeCrawlURLRefused:         {422, "The crawl's address is not a public http(s) address that resolves (private, loopback and link-local addresses are refused)."},
+	CodeCrawlInProgress:         {409, "The crawl is already queued or running; its next run starts when this one is over."},
+	CodeCrawlPageNotReplaceable: {409, "The document is a page of a crawl: it changes when the crawl refreshes, not by upload."},
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound:       {404, "This key reaches no such vault secret (in the project)."},
 	CodeSecretNameTaken:      {409, "Another vault secret of the project has this name (names are compared ignoring case)."},

@@ -52,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Conversations", testConversations},
 		{"ScheduledCallsScope", testScheduledCallsScope},
 		{"StartLookupsScope", testStartLookupsScope},
+		{"KnowledgeScope", testKnowledgeScope}, // issue 16
+		{"KnowledgeIndex", testKnowledgeIndex},
 	}
 	tests = append(tests, jobsTests...)
 	tests = append(tests, webhookTests...)  // issue 14
