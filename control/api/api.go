@@ -12,13 +12,17 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/app/vault"
+	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/internal/netguard"
 
 	"github.com/go-chi/chi/v5"
 
@@ -63,6 +67,14 @@ type API struct {
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
+
+	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
+	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
+	// their addresses (nil: the strict guard).
+	Outbound *netguard.Guard
+	Events   *events.Service
+	Webhooks *webhooks.Service
+	Analysis *analysis.Service
 }
 
 func (a *API) now() time.Time {
@@ -91,6 +103,7 @@ func (a *API) Routes() chi.Router {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
+	a.webhookServices()
 	r := chi.NewRouter()
 	r.Use(cors)
 	r.Use(a.gate)

@@ -15,7 +15,8 @@ var operations = sync.OnceValue(func() []*operation {
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
 	ops = append(ops, vaultOperations()...) // issue 17
-	return append(ops, conversationOperations()...)
+	ops = append(ops, conversationOperations()...)
+	return append(ops, webhookOperations()...) // issue 14
 })
 
 // agentOperations are the operations of agents.

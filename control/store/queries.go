@@ -19,6 +19,9 @@ type Queries struct {
 	db   execer
 	s    *Store
 	inTx bool
+	// enqueued names the job kinds a Tx enqueued, announced once it commits (see
+	// Store.OnEnqueue); nil outside a Tx.
+	enqueued *[]string
 }
 
 // execer is what *sql.DB and *sql.Tx have in common.

@@ -65,6 +65,7 @@ type Store struct {
 	now        func() time.Time
 	migrations []migration
 	migrated   atomic.Bool // the schema was found current once; later calls skip the check
+	onEnqueue  func(kind string)
 
 	closeOnce sync.Once
 	closeErr  error
