@@ -55,6 +55,7 @@ func (n *Node) startConversations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.startTools() // issue 17
 	var m *session.Metrics
 	if n.metrics != nil {
 		m = session.NewMetrics(n.metrics.reg)
@@ -67,6 +68,7 @@ func (n *Node) startConversations(ctx context.Context) error {
 		WebCalls:   n.webCalls(),
 		MediaNodes: n.mediaPeers,
 		DataDir:    n.cfg.DataDir, NoRecording: !n.cfg.Record, Metrics: m, Log: n.log,
+		Tools: n.tools.src,
 	})
 	if err != nil {
 		tp.Close()
@@ -99,6 +101,9 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	if n.tools != nil { // issue 17
+		a.Guard, a.MCP = n.Outbound, n.tools.mcp
+	}
 	a.Services()
 }
 

@@ -57,6 +57,7 @@ type Node struct {
 	api      *api.API
 	conv     *conversations // the conversation runtime and its workers
 	hooks    *hooks         // issue 14: webhook deliveries and post-call analyses
+	tools    *toolsRole     // issue 17: HTTP and MCP tools of conversations
 	media    *mediaServices // SIP and WebRTC, with the media role
 
 	mu       sync.Mutex
@@ -423,6 +424,7 @@ func (n *Node) Close() error {
 		n.media.close()
 		n.hooks.close() // issue 14
 		n.conv.close()
+		n.tools.close()
 		n.mu.Lock()
 		if n.ln != nil {
 			n.ln.Close()

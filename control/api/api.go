@@ -19,6 +19,7 @@ import (
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/fault"
@@ -75,6 +76,12 @@ type API struct {
 	Events   *events.Service
 	Webhooks *webhooks.Service
 	Analysis *analysis.Service
+
+	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
+	// a server's tools (nil: servers are saved with a last_error).
+	Tools *tools.Service
+	Guard tools.URLGuard
+	MCP   tools.Discoverer
 }
 
 func (a *API) now() time.Time {
@@ -101,6 +108,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Vault == nil {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
+	}
+	if a.Tools == nil {
+		a.Tools = &tools.Service{Store: a.Store, Vault: a.Vault, Guard: a.Guard, MCP: a.MCP, Now: a.Now}
 	}
 	a.Services()
 	a.webhookServices()

@@ -167,9 +167,16 @@ const (
 	CodeReceiverAgent        = "webhook_agent_not_found"
 	CodeConversationNotEnded = "conversation_not_ended"
 	// issue 17: the vault, tools and MCP servers.
-	CodeSecretNotFound  = "vault_secret_not_found"
-	CodeSecretNameTaken = "vault_secret_name_taken"
-	CodeSecretInUse     = "vault_secret_in_use"
+	CodeSecretNotFound       = "vault_secret_not_found"
+	CodeSecretNameTaken      = "vault_secret_name_taken"
+	CodeSecretInUse          = "vault_secret_in_use"
+	CodeToolNotFound         = "tool_not_found"
+	CodeToolNameTaken        = "tool_name_taken"
+	CodeInvalidToolSchema    = "invalid_tool_parameters"
+	CodeToolURLNotAllowed    = "tool_url_not_allowed"
+	CodeMCPServerNotFound    = "mcp_server_not_found"
+	CodeMCPServerNameTaken   = "mcp_server_name_taken"
+	CodeUnknownToolReference = "unknown_tool_reference"
 )
 
 var Codes = map[string]Code{
@@ -254,9 +261,16 @@ var Codes = map[string]Code{
 	CodeReceiverAgent:        {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
 	CodeConversationNotEnded: {409, "The conversation has not ended yet; it is analyzed once it has."},
 	// issue 17: the vault, tools and MCP servers.
-	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
-	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
-	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
+	CodeSecretNotFound:       {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken:      {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:          {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
+	CodeToolNotFound:         {404, "This key reaches no such tool."},
+	CodeToolNameTaken:        {409, "Another tool of the project has this name (names are compared ignoring case)."},
+	CodeInvalidToolSchema:    {422, "The tool's parameters are not a valid JSON Schema of an object; errors[] points at the place."},
+	CodeToolURLNotAllowed:    {422, "The URL is not allowed: it is not http(s), its host is a template, it does not resolve, or it resolves to a private, loopback or otherwise non-public address."},
+	CodeMCPServerNotFound:    {404, "This key reaches no such MCP server."},
+	CodeMCPServerNameTaken:   {409, "Another MCP server of the project has this name (names are compared ignoring case)."},
+	CodeUnknownToolReference: {422, "The definition's references.tools names something that is neither a tool, an MCP server nor an allowed MCP tool of the agent's project; errors[] points at it."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

@@ -78,6 +78,15 @@ type Options struct {
 	Metrics  *session.Metrics
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Tools makes the HTTP and MCP tools of a conversation from its definition's
+	// references.tools (issue 17); nil: conversations have none.
+	Tools ToolSource
+}
+
+// ToolSource makes the tools of a conversation: their declarations for the LLM and the runner
+// that calls them. It reads what was stored when the tools were saved; it reaches no server.
+type ToolSource interface {
+	Tools(ctx context.Context, c store.Conversation, names []string) ([]session.ToolSpec, session.ToolRunner, error)
 }
 
 // Runtime runs the conversations of one node.
