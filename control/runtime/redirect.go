@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -24,9 +25,12 @@ type Redirect struct {
 // redirected records a redirect step on the conversation of l.
 func (rt *Runtime) redirected(l *live, r Redirect) {
 	c := l.conv
-	d := EventData(c)
-	d["redirect"] = r
-	data, _ := json.Marshal(d)
+	// merge seam (issues 14, 21): EventData is a struct on the events branch; the redirect
+	// step rides alongside the conversation's fields.
+	data, _ := json.Marshal(struct {
+		events.ConversationData
+		Redirect Redirect `json:"redirect"`
+	}{EventData(c), r})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := rt.store.Tx(ctx, func(tx *store.Tx) error {
