@@ -16,6 +16,7 @@ import (
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/evaluations"
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
@@ -80,8 +81,10 @@ type API struct {
 	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
 	// a server's tools (nil: servers are saved with a last_error).
 	Tools *tools.Service
-	Guard tools.URLGuard
-	MCP   tools.Discoverer
+	// issue 18: saved conversations and their runs (nil: made by Services, without an engine).
+	Evaluations *evaluations.Service
+	Guard       tools.URLGuard
+	MCP         tools.Discoverer
 }
 
 func (a *API) now() time.Time {
@@ -152,6 +155,12 @@ func (a *API) Services() {
 	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
+	if a.Evaluations == nil { // issue 18
+		a.Evaluations = &evaluations.Service{Store: a.Store, Now: a.now, Log: a.Log}
+	}
+	if a.Evaluations.Engine == nil && a.Runtime != nil {
+		a.Evaluations.Engine = a.Runtime
 	}
 }
 

@@ -191,3 +191,18 @@ func (r EvaluationRuns) Finish(ctx context.Context, id EvaluationRunID, status, 
 	n, _ := res.RowsAffected()
 	return n == 1, nil
 }
+
+// FailOrphaned stores as failed the runs queued or running whose job is no longer queued or
+// running (it died: its attempts were used up by crashes, or it was purged), so that no run
+// stays running. It returns how many it failed.
+func (r EvaluationRuns) FailOrphaned(ctx context.Context, at time.Time) (int64, error) {
+	res, err := r.q.exec(ctx, "fail orphaned evaluation runs",
+		`UPDATE evaluation_runs SET status = 'failed', reason = 'The run was interrupted too many times (its node stopped while rehearsing); start it again.', finished_at = $1
+		WHERE status IN ('queued', 'running') AND created_at < $2 AND NOT EXISTS (
+			SELECT 1 FROM jobs WHERE jobs.kind = $3 AND jobs.dedupe_key = CAST(evaluation_runs.id AS TEXT) AND jobs.state IN ('queued', 'running'))`,
+		ts(at), ts(at.Add(-time.Minute)), EvaluationRunKind)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

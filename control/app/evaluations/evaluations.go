@@ -128,7 +128,9 @@ type Evaluation struct {
 }
 
 // SchemaDoc describes the object.
-func (Evaluation) SchemaDoc() string { return "A saved conversation of an agent, rehearsed by evaluation runs." }
+func (Evaluation) SchemaDoc() string {
+	return "A saved conversation of an agent, rehearsed by evaluation runs."
+}
 
 func view(e store.Evaluation) Evaluation {
 	var sp spec

@@ -147,7 +147,7 @@ func (s *Service) Run(ctx context.Context, act app.Actor, agentID string) (Evalu
 			return EvaluationRun{}, err
 		}
 		b, _ := json.Marshal(runPayload{r.ID})
-		if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: store.EvaluationRunKind, Payload: b, MaxAttempts: 3}); err != nil {
+		if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: store.EvaluationRunKind, Payload: b, MaxAttempts: 3, DedupeKey: string(r.ID)}); err != nil {
 			return EvaluationRun{}, err
 		}
 		if err := au.Record("evaluation_run.queued", "evaluation_run", string(r.ID), a.ProjectID, map[string]any{"agent_id": a.ID}); err != nil {
