@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/jobs"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/control/tools"
+	"github.com/parley-voice/parley/session/fakes"
+)
+
+// issue 18: saved conversations rehearsed against the agent, judged, queued runs.
+var _ = register(scenario{"Evaluations", testEvaluations})
+
+// runEvaluationWorker runs the evaluation jobs of w's store until the returned stop is called
+// (or t ends).
+func runEvaluationWorker(t *testing.T, w *world) (stop func()) {
+	wk := jobs.NewWorker(jobs.Options{Store: w.st, Owner: "evaluations-test", PollInterval: 20 * time.Millisecond})
+	wk.Register(store.EvaluationRunKind, func(ctx context.Context, j *jobs.Job) error {
+		return w.api.Evaluations.Execute(ctx, j, j.Payload, j.Attempt, j.MaxAttempts)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { wk.Run(ctx); close(done) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitRun(t *testing.T, w *world, id string) *resp {
+	t.Helper()
+	var r *resp
+	waitFor(t, 30*time.Second, "the evaluation run", func() bool {
+		r = w.must(t, http.StatusOK, req{method: "GET", path: "/v1/evaluation-runs/" + id, key: kLive})
+		s := r.Str("status")
+		return s == "finished" || s == "failed"
+	})
+	return r
+}
+
+func verdictTurn(met bool) fakes.ScriptTurn {
+	b, _ := json.Marshal(map[string]any{"success": map[string]any{"met": met, "rationale": "The agent said the order shipped."}, "must_not": []any{
+		map[string]any{"happened": false, "rationale": "No refund was promised."}}})
+	return fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "record_verdict", Args: b}}}
+}
+
+func testEvaluations(t *testing.T, e engine) {
+	st := e.open(t)
+	src := &tools.Source{Store: st}
+	t.Cleanup(src.Close)
+	w := newWorld(t, st, worldOpts{conv: &convOpts{tools: src}})
+	w.credit(t, 10)
+	w.api.Evaluations.Concurrency = 1 // the fake LLM's script is one queue
+	w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/tools", key: kLive, body: map[string]any{"project_id": string(w.p1.ID), "name": "lookup_order",
+		"description": "Look up an order by its id.",
+		"parameters":  map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []any{"order_id"}},
+		"request":     map[string]any{"method": "GET", "url": "https://orders.example.com/orders/{{order_id}}"}}})
+	agent := w.publishedAgent(t, w.p1.ID, "Orders", "inbound", channels("chat"), func(a map[string]any) {
+		a["system_prompt"] = "Always look the order up with lookup_order before answering."
+	})
+	def := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/agents/" + agent + "/definition", key: kLive})
+	var defn map[string]any
+	_ = json.Unmarshal(def.Body, &defn)
+	if d, ok := defn["definition"].(map[string]any); ok {
+		defn = d
+	}
+	defn["references"] = map[string]any{"tools": []any{"lookup_order"}}
+	w.must(t, http.StatusOK, req{method: "PUT", path: "/v1/agents/" + agent + "/definition", key: kLive, body: map[string]any{"definition": defn}})
+	other := w.publishedAgent(t, w.p1.ID, "Other", "inbound", channels("chat"))
+
+	criteria := map[string]any{"success": "The agent tells the customer that order A-1 has shipped.",
+		"expected_tool_calls": []any{map[string]any{"name": "lookup_order", "arguments": map[string]any{"order_id": "A-1"}}},
+		"must_not":            []any{"The agent promises a refund."}}
+	path := "/v1/agents/" + agent + "/evaluations"
+	ev := w.must(t, http.StatusCreated, req{method: "POST", path: path, key: kLive, body: map[string]any{"name": "order shipped",
+		"turns": []any{map[string]any{"text": "Where is my order A-1?"}}, "mocks": map[string]any{"lookup_order": []any{map[string]any{"status": "shipped"}}},
+		"criteria": criteria, "variables": map[string]any{"customer": "Ada"}}})
+	if ev.Str("channel") != "chat" || ev.Str("object") != "evaluation" {
+		t.Fatalf("evaluation %s", ev)
+	}
+
+	// Bad input: mocks of unknown tools, another agent's conversation, a chat saved for voice.
+	w.fails(t, 422, fault.CodeUnknownMockTool, req{method: "POST", path: path, key: kLive, body: map[string]any{
+		"turns": []any{map[string]any{"text": "hi"}}, "mocks": map[string]any{"ghost_tool": []any{1}}, "criteria": criteria}}).hasError(t, "/mocks/ghost_tool", fault.CodeUnknownMockTool)
+	w.fails(t, 422, fault.CodeEvaluationEmpty, req{method: "POST", path: path, key: kLive, body: map[string]any{"criteria": criteria}})
+	chat := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/chats", key: kLive,
+		body: map[string]any{"agent_id": other, "variables": map[string]any{"customer": "Ada"}}}).Str("id")
+	w.must(t, http.StatusOK, req{method: "POST", path: "/v1/conversations/" + chat + "/messages", key: kLive, body: map[string]any{"message": "Hello"}})
+	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "POST", path: path, key: kLive, body: map[string]any{"conversation_id": chat, "criteria": criteria}})
+	w.fails(t, 422, fault.CodeEvaluationChannel, req{method: "POST", path: "/v1/agents/" + other + "/evaluations", key: kLive,
+		body: map[string]any{"conversation_id": chat, "channel": "voice", "criteria": criteria}})
+	saved := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + other + "/evaluations", key: kLive,
+		body: map[string]any{"conversation_id": chat, "criteria": criteria}})
+	if saved.JSON["turns"].([]any)[0].(map[string]any)["text"] != "Hello" {
+		t.Fatalf("saved from a conversation: %s", saved)
+	}
+	w.must(t, http.StatusOK, req{method: "DELETE", path: "/v1/agents/" + other + "/evaluations/" + saved.Str("id"), key: kLive})
+	w.fails(t, 404, fault.CodeEvaluationNotFound, req{method: "DELETE", path: "/v1/agents/" + other + "/evaluations/" + saved.Str("id"), key: kLive})
+	if l := w.must(t, http.StatusOK, req{method: "GET", path: path, key: kLive}); len(l.JSON["data"].([]any)) != 1 {
+		t.Fatalf("list %s", l)
+	}
+
+	// Version 1 calls the tool: pass. A second run while one is queued: 409.
+	script := w.tp.Fakes.Chat.Script()
+	script.Add(
+		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "lookup_order", Args: json.RawMessage(`{"order_id":"A-1"}`)}}},
+		fakes.ScriptTurn{Text: "Your order A-1 has shipped."},
+		verdictTurn(true),
+	)
+	run := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive})
+	if run.Str("status") != "queued" {
+		t.Fatalf("run %s", run)
+	}
+	w.fails(t, 409, fault.CodeEvaluationRunActive, req{method: "POST", path: "/v1/agents/" + other + "/evaluation-runs", key: kLive})
+	runEvaluationWorker(t, w)
+	r1 := waitRun(t, w, run.Str("id"))
+	res := r1.JSON["results"].([]any)[0].(map[string]any)
+	tot := r1.JSON["totals"].(map[string]any)
+	if r1.Str("status") != "finished" || res["status"] != "pass" || tot["passed"] != float64(1) || tot["evaluations"] != float64(1) {
+		t.Fatalf("version 1: %s", r1)
+	}
+
+	// Version 2 skips the tool: fail, with the tool difference.
+	defn["agent"].(map[string]any)["system_prompt"] = "Answer from memory."
+	w.must(t, http.StatusOK, req{method: "PUT", path: "/v1/agents/" + agent + "/definition", key: kLive, body: map[string]any{"definition": defn}})
+	script.Add(fakes.ScriptTurn{Text: "Your order A-1 has shipped."}, verdictTurn(true))
+	run2 := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive})
+	r2 := waitRun(t, w, run2.Str("id"))
+	res = r2.JSON["results"].([]any)[0].(map[string]any)
+	missing := res["differences"].(map[string]any)["tool_calls_missing"].([]any)
+	if r2.Str("status") != "finished" || res["status"] != "fail" || len(missing) != 1 || missing[0] != "lookup_order" || r2.JSON["totals"].(map[string]any)["failed"] != float64(1) {
+		t.Fatalf("version 2: %s", r2)
+	}
+	var toolCrit map[string]any
+	for _, c := range res["criteria"].([]any) {
+		if c.(map[string]any)["kind"] == "tool_call" {
+			toolCrit = c.(map[string]any)
+		}
+	}
+	if toolCrit == nil || toolCrit["passed"] != false {
+		t.Fatalf("criteria %v", res["criteria"])
+	}
+
+	// A judge whose answer does not fit the schema twice: error, with the reason.
+	bad := fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "record_verdict", Args: json.RawMessage(`{"success": "yes"}`)}}}
+	script.Add(fakes.ScriptTurn{Text: "Shipped."}, bad, bad)
+	run3 := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive})
+	r3 := waitRun(t, w, run3.Str("id"))
+	res = r3.JSON["results"].([]any)[0].(map[string]any)
+	if res["status"] != "error" || res["reason"] == nil || r3.JSON["totals"].(map[string]any)["errors"] != float64(1) {
+		t.Fatalf("judge error: %s", r3)
+	}
+	// Charged as testing.
+	txs := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/billing/transactions?kind=testing", key: kLive})
+	if len(txs.JSON["data"].([]any)) == 0 {
+		t.Fatalf("no testing charge: %s", txs)
+	}
+}
