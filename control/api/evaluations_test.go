@@ -98,6 +98,10 @@ func testEvaluations(t *testing.T, e engine) {
 	chat := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/chats", key: kLive,
 		body: map[string]any{"agent_id": other, "variables": map[string]any{"customer": "Ada"}}}).Str("id")
 	w.must(t, http.StatusOK, req{method: "POST", path: "/v1/conversations/" + chat + "/messages", key: kLive, body: map[string]any{"message": "Hello"}})
+	waitFor(t, 10*time.Second, "the chat's lines stored", func() bool { // the persister writes them behind the engine
+		ls, _ := st.AllLines(context.Background(), store.ConversationID(chat))
+		return len(ls) >= 3
+	})
 	w.fails(t, 404, fault.CodeConversationNotFound, req{method: "POST", path: path, key: kLive, body: map[string]any{"conversation_id": chat, "criteria": criteria}})
 	w.fails(t, 422, fault.CodeEvaluationChannel, req{method: "POST", path: "/v1/agents/" + other + "/evaluations", key: kLive,
 		body: map[string]any{"conversation_id": chat, "channel": "voice", "criteria": criteria}})

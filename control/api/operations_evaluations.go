@@ -45,8 +45,8 @@ func evaluationOperations() []*operation {
 			ID: "deleteEvaluation", Method: http.MethodDelete, Path: "/agents/{agent_id}/evaluations/{evaluation_id}", Tag: "Agents",
 			Summary:    "Delete a saved conversation",
 			Permission: "agents:write", Changes: true,
-			Codes:      []string{fault.CodeAgentNotFound, fault.CodeEvaluationNotFound, fault.CodeProjectFrozen},
-			Status:     http.StatusOK,
+			Codes:  []string{fault.CodeAgentNotFound, fault.CodeEvaluationNotFound, fault.CodeProjectFrozen},
+			Status: http.StatusOK,
 		}, (*API).deleteEvaluation),
 		typed(operation{
 			ID: "getEvaluationRun", Method: http.MethodGet, Path: "/evaluation-runs/{run_id}", Tag: "Agents",
