@@ -54,9 +54,10 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"StartLookupsScope", testStartLookupsScope},
 	}
 	tests = append(tests, jobsTests...)
-	tests = append(tests, webhookTests...) // issue 14
-	tests = append(tests, vaultTests...)   // issue 17
-	tests = append(tests, toolsTests...)   // issue 17
+	tests = append(tests, webhookTests...)    // issue 14
+	tests = append(tests, vaultTests...)      // issue 17
+	tests = append(tests, toolsTests...)      // issue 17
+	tests = append(tests, evaluationTests...) // issue 18
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
