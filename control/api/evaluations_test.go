@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/evaluations"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jobs"
+	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/control/tools"
 	"github.com/parley-voice/parley/session/fakes"
@@ -50,9 +53,14 @@ func waitRun(t *testing.T, w *world, id string) *resp {
 	return r
 }
 
-func verdictTurn(met bool) fakes.ScriptTurn {
-	b, _ := json.Marshal(map[string]any{"success": map[string]any{"met": met, "rationale": "The agent said the order shipped."}, "must_not": []any{
-		map[string]any{"happened": false, "rationale": "No refund was promised."}}})
+// verdictTurn is the judge's answer: the success condition met or not, and one must_not item
+// that did not happen (mustNot items: 0 or 1).
+func verdictTurn(met bool, mustNot ...int) fakes.ScriptTurn {
+	items := []any{map[string]any{"happened": false, "rationale": "No refund was promised."}}
+	if len(mustNot) > 0 && mustNot[0] == 0 {
+		items = []any{}
+	}
+	b, _ := json.Marshal(map[string]any{"success": map[string]any{"met": met, "rationale": "The agent said the order shipped."}, "must_not": items})
 	return fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "record_verdict", Args: b}}}
 }
 
@@ -170,5 +178,58 @@ func testEvaluations(t *testing.T, e engine) {
 	txs := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/billing/transactions?kind=testing", key: kLive})
 	if len(txs.JSON["data"].([]any)) == 0 {
 		t.Fatalf("no testing charge: %s", txs)
+	}
+}
+
+var _ = register(scenario{"EvaluationRunInterrupted", testEvaluationRunInterrupted})
+
+// stallingEngine is the runtime whose rehearsals never end until their context does: a node
+// stopped in the middle of a run.
+type stallingEngine struct {
+	evaluations.Engine
+	started chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingEngine) Rehearse(ctx context.Context, r runtime.Rehearsal) (runtime.RehearsalResult, error) {
+	s.once.Do(func() { close(s.started) })
+	<-ctx.Done()
+	return runtime.RehearsalResult{}, ctx.Err()
+}
+
+// testEvaluationRunInterrupted: the worker running a run is stopped mid-run (its composition
+// closed); the run is left running, not finished or failed, and another worker finishes it.
+func testEvaluationRunInterrupted(t *testing.T, e engine) {
+	st := e.open(t)
+	w := newWorld(t, st, worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	agent := w.publishedAgent(t, w.p1.ID, "Orders", "inbound", channels("chat"))
+	w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + agent + "/evaluations", key: kLive, body: map[string]any{
+		"turns": []any{map[string]any{"text": "Hello"}}, "criteria": map[string]any{"success": "The agent greets."}, "variables": map[string]any{"customer": "Ada"}}})
+	real := w.api.Evaluations.Engine
+	stall := &stallingEngine{Engine: real, started: make(chan struct{})}
+	w.api.Evaluations.Engine = stall
+	run := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id")
+	stop := runEvaluationWorker(t, w)
+	select {
+	case <-stall.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never started")
+	}
+	stop()
+	if r := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/evaluation-runs/" + run, key: kLive}); r.Str("status") != "running" {
+		t.Fatalf("after the stop: %s", r)
+	}
+	w.fails(t, 409, fault.CodeEvaluationRunActive, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive})
+	w.api.Evaluations.Engine = real
+	w.tp.Fakes.Chat.Script().Add(fakes.ScriptTurn{Text: "Hello Ada."}, verdictTurn(true, 0))
+	runEvaluationWorker(t, w)
+	r := waitRun(t, w, run)
+	res := r.JSON["results"].([]any)
+	if r.Str("status") != "finished" || len(res) != 1 || res[0].(map[string]any)["status"] != "pass" {
+		t.Fatalf("after the restart: %s", r)
+	}
+	if sr, err := st.EvaluationRuns().ByID(context.Background(), store.EvaluationRunID(run)); err != nil || sr.Attempts != 2 {
+		t.Fatalf("attempts %d (%v), want 2: started once, then again after the stop", sr.Attempts, err)
 	}
 }
