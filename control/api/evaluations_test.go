@@ -233,3 +233,65 @@ func testEvaluationRunInterrupted(t *testing.T, e engine) {
 		t.Fatalf("attempts %d (%v), want 2: started once, then again after the stop", sr.Attempts, err)
 	}
 }
+
+var _ = register(scenario{"EvaluationRunFifty", testEvaluationRunFifty})
+
+// countingEngine records the most rehearsals in flight at once.
+type countingEngine struct {
+	evaluations.Engine
+	mu        sync.Mutex
+	now, most int
+}
+
+func (c *countingEngine) Rehearse(ctx context.Context, r runtime.Rehearsal) (runtime.RehearsalResult, error) {
+	c.mu.Lock()
+	c.now++
+	c.most = max(c.most, c.now)
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	return c.Engine.Rehearse(ctx, r)
+}
+
+// testEvaluationRunFifty: the performance target's run, 50 saved conversations of 10 turns
+// against the fakes with no latency, in text mode, at the default concurrency (4 at once). It
+// logs the time the run took (totals.duration_ms, and queued to finished); the figure is in
+// the README. It asserts the results and the concurrency bound, not the time.
+func testEvaluationRunFifty(t *testing.T, e engine) {
+	st := e.open(t)
+	w := newWorld(t, st, worldOpts{conv: &convOpts{}})
+	w.credit(t, 100)
+	agent := w.publishedAgent(t, w.p1.ID, "Bench", "inbound", channels("chat"))
+	verdict := verdictTurn(true, 0)
+	w.tp.Fakes.Chat.Script().SetFallback(func(last string) fakes.ScriptTurn {
+		if len(last) > 20 && last[:20] == "You judge a rehearsa" {
+			return verdict
+		}
+		return fakes.ScriptTurn{Text: "You said: " + last}
+	})
+	turns := make([]any, 10)
+	for i := range turns {
+		turns[i] = map[string]any{"text": "Message number " + string(rune('a'+i))}
+	}
+	for i := 0; i < 50; i++ {
+		w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + agent + "/evaluations", key: kLive, body: map[string]any{
+			"turns": turns, "criteria": map[string]any{"success": "The agent answers every message."}, "variables": map[string]any{"customer": "Ada"}}})
+	}
+	count := &countingEngine{Engine: w.api.Evaluations.Engine}
+	w.api.Evaluations.Engine = count
+	runEvaluationWorker(t, w)
+	start := time.Now()
+	run := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id")
+	r := waitRun(t, w, run)
+	wall := time.Since(start)
+	tot := r.JSON["totals"].(map[string]any)
+	if r.Str("status") != "finished" || tot["evaluations"] != float64(50) || tot["passed"] != float64(50) {
+		t.Fatalf("run %v", tot)
+	}
+	if len(r.JSON["results"].([]any)[0].(map[string]any)["transcript"].([]any)) != 21 {
+		t.Fatalf("transcript %v", r.JSON["results"].([]any)[0])
+	}
+	if count.most > 4 || count.most < 1 {
+		t.Fatalf("%d rehearsals at once, want at most 4", count.most)
+	}
+	t.Logf("%s: 50 saved conversations × 10 turns: run %v ms (queued to finished %v), at most %d at once", e.name, tot["duration_ms"], wall.Round(time.Millisecond), count.most)
+}
