@@ -124,6 +124,11 @@ func testEvaluations(t *testing.T, e engine) {
 		t.Fatalf("list %s", l)
 	}
 
+	// An organization whose credit is used up: 402.
+	poor := newWorld(t, st, worldOpts{})
+	pa := poor.publishedAgent(t, poor.p1.ID, "Poor", "inbound", channels("chat"))
+	poor.fails(t, 402, fault.CodeCreditExhausted, req{method: "POST", path: "/v1/agents/" + pa + "/evaluation-runs", key: kLive})
+
 	// Version 1 calls the tool: pass. A second run while one is queued: 409.
 	script := w.tp.Fakes.Chat.Script()
 	script.Add(
