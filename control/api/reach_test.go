@@ -81,7 +81,7 @@ var reachObjects = map[string]reachObject{
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "receiver_id", "delivery_id", "tool_id", "server_id", "evaluation_id", "run_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id", "evaluation_id", "run_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

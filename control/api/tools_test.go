@@ -120,6 +120,9 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 		b["parameters"] = map[string]any{"type": "array"}
 	}))).hasError(t, "/parameters/type", "invalid")
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("templated_host", "http://{{host}}/x")))
+	w.fails(t, 422, fault.CodeValidationFailed, post(kLive, toolBody("pasted_key", srv.URL+"/x", func(b map[string]any) {
+		b["request"] = map[string]any{"method": "GET", "url": srv.URL + "/x", "headers": map[string]any{"Authorization": "Bearer pasted"}}
+	}))).hasError(t, "/request/headers/Authorization", "invalid")
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("not_http", "ftp://example.com/x")))
 	w.api.Tools.Guard = strict
 	w.fails(t, 422, fault.CodeToolURLNotAllowed, post(kLive, toolBody("private", srv.URL+"/orders/{{order_id}}"))).hasError(t, "/request/url", "invalid")
@@ -141,7 +144,7 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	}
 	w.fails(t, 404, fault.CodeToolNotFound, req{method: "GET", path: "/v1/tools/0190a6f0-0000-7000-8000-0000000000aa", key: kLive})
 	big := keep(w.must(t, 201, post(kLive, toolBody("big_thing", srv.URL+"/big")))).Str("id")
-	keep(w.must(t, 201, post(kLive, toolBody("failing_thing", srv.URL+"/fail"))))
+	keep(w.must(t, 201, post(kLive, toolBody("failing_thing", srv.URL+"/fail", func(b map[string]any) { b["apology"] = "Sorry, the order system is down." }))))
 
 	// MCP servers: discovered when saved; an unreachable one and a malformed one keep last_error.
 	mpost := func(body map[string]any) req {
@@ -268,7 +271,7 @@ func testToolsAndMCPServers(t *testing.T, e engine) {
 	script.Add(fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "slow_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "big_thing", Args: json.RawMessage(`{"order_id":"1"}`)}, {Name: "failing_thing", Args: json.RawMessage(`{"order_id":"1"}`)}}})
 	start := time.Now()
 	r := say("Do the three things")
-	if time.Since(start) > 5*time.Second || !strings.Contains(string(r.Body), "Sorry") {
+	if time.Since(start) > 5*time.Second || r.Str("agent.text") != "Sorry, the order system is down." {
 		t.Fatalf("failing tools: %s after %v", r, time.Since(start))
 	}
 	var toolLines []string

@@ -66,7 +66,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 		return s.wrap("begin transaction", err)
 	}
 	var enqueued []string
-	tx := &Tx{Queries: &Queries{db: sqlTx, s: s, inTx: true, enqueued: &enqueued}, tx: sqlTx}
+	tx := &Tx{Queries: &Queries{db: sqlTx, s: s, inTx: true, enqueued: &enqueued, sqlTx: sqlTx}, tx: sqlTx}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = sqlTx.Rollback()

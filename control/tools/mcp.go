@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	apptools "github.com/parley-voice/parley/control/app/tools"
@@ -101,7 +102,7 @@ func cleanErr(err error, cred *vault.Credential) error {
 		msg = "timed out"
 	case errors.Is(err, netguard.ErrBlocked):
 		msg = "the server's address is not allowed (private or otherwise non-public)"
-	case strings.Contains(msg, "unsupported protocol version"), strings.Contains(msg, "protocol version"):
+	case strings.Contains(msg, "protocol version") && !strings.HasPrefix(msg, "unsupported protocol version"):
 		msg = "unsupported protocol version: " + msg
 	}
 	if cred != nil {
@@ -255,8 +256,8 @@ func (m *MCP) Call(ctx context.Context, srv store.MCPServer, spec apptools.Serve
 
 // isToolError reports a JSON-RPC error the server answered (the session is fine).
 func isToolError(err error) bool {
-	var we interface{ Error() string }
-	return errors.As(err, &we) && strings.Contains(err.Error(), "calling \"tools/call\"") && !strings.Contains(err.Error(), "connection")
+	var we *jsonrpc.Error
+	return errors.As(err, &we)
 }
 
 func resultText(res *mcp.CallToolResult) string {

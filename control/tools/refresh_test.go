@@ -1,11 +1,14 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,5 +103,51 @@ func TestMCPRefresh(t *testing.T) {
 	}
 	if after, _ := st.MCPServersByID(ctx, row.ID); after.RefreshedAt == nil || after.RefreshedAt.Before(time.Now().Add(-time.Minute)) {
 		t.Fatalf("refreshed_at %v", after.RefreshedAt)
+	}
+}
+
+// TestMCPCallListsNothing: calls inside turns go over the warm session and never ask the server
+// for its tool list (only saving, a ttl refresh or tools/list_changed do).
+func TestMCPCallListsNothing(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "counting", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: "noop", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	var mu sync.Mutex
+	methods := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			var msg struct {
+				Method string `json:"method"`
+			}
+			json.Unmarshal(b, &msg)
+			mu.Lock()
+			methods[msg.Method]++
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer func() { srv.CloseClientConnections(); srv.Close() }()
+	m := &MCP{Guard: netguard.MustNew(netguard.Options{AllowPrivate: true})}
+	defer m.Close()
+	ctx := context.Background()
+	if d := m.Discover(ctx, srv.URL, 5*time.Second, nil); d.LastError != "" {
+		t.Fatal(d.LastError)
+	}
+	row := store.MCPServer{ID: "0190a6f0-0000-7000-8000-0000000000d1", UpdatedAt: time.Now()}
+	spec := apptools.ServerSpec{URL: srv.URL, TimeoutMS: 5000}
+	for range 5 {
+		if _, err := m.Call(ctx, row, spec, nil, "noop", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if methods["tools/list"] != 1 || methods["tools/call"] != 5 || methods["initialize"] != 2 {
+		t.Fatalf("methods the server saw: %v (want one tools/list at discovery, two initializes: discovery and the warm session)", methods)
 	}
 }

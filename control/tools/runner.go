@@ -127,7 +127,7 @@ func (s *Source) Tools(ctx context.Context, c store.Conversation, names []string
 		e := &entry{kind: "http", name: t.Name, http: h, secret: t.SecretID, timeout: timeout, testSafe: sp.TestSafe, mock: sp.MockResult}
 		r.byName[t.Name] = e
 		specs = append(specs, session.ToolSpec{Name: t.Name, Description: sp.Description, Parameters: sp.Parameters,
-			Timeout: timeout, Filler: sp.Filler, SpeakResult: sp.ResultMode == "speak"})
+			Timeout: timeout, Filler: sp.Filler, SpeakResult: sp.ResultMode == "speak", Apology: sp.Apology})
 	}
 	taken := map[string]int{}
 	for _, m := range res.MCP {

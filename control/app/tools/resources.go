@@ -20,6 +20,7 @@ type Tool struct {
 	TimeoutMS   int             `json:"timeout_ms" doc:"How long a call may take before it is abandoned (the LLM is told it failed, the caller hears the apology)."`
 	Filler      *string         `json:"filler" doc:"Spoken when a call runs past the agent's filler delay (about 1 s); null: the agent's own fillers." jsonschema:"nullable"`
 	ResultMode  string          `json:"result_mode" doc:"llm: the result goes back to the LLM, which answers; speak: the result's text is spoken as it is." jsonschema:"enum=llm,enum=speak"`
+	Apology     *string         `json:"apology" doc:"Said when a call fails (error, timeout, a bad answer) and nothing else of the turn worked; null: the agent's apology line." jsonschema:"nullable"`
 	TestSafe    bool            `json:"test_safe" doc:"Whether conversations of test keys call the real URL; otherwise they get mock_result."`
 	MockResult  json.RawMessage `json:"mock_result" doc:"What a test-key conversation gets instead of calling a tool that is not test_safe."`
 	CreatedAt   app.Time        `json:"created_at"`
@@ -36,7 +37,7 @@ func (Tool) SchemaDoc() string {
 type ToolRequest struct {
 	Method  string            `json:"method" jsonschema:"enum=GET,enum=POST,enum=PUT,enum=PATCH,enum=DELETE"`
 	URL     string            `json:"url" doc:"An http or https URL template; its scheme and host are literal (no {{…}}), and must resolve to public addresses (checked when saved and at every call)." jsonschema:"minLength=1,maxLength=2048"`
-	Headers map[string]string `json:"headers,omitempty" doc:"Header templates. Authorization comes from the secret; put no credential here."`
+	Headers map[string]string `json:"headers,omitempty" doc:"Header templates. Credentials come from the secret: Authorization, Proxy-Authorization and Cookie are refused here (422)."`
 	Body    json.RawMessage   `json:"body,omitempty" doc:"A JSON template of the body (see Tool)."`
 }
 
@@ -51,6 +52,7 @@ type ToolCreate struct {
 	TimeoutMS   *int            `json:"timeout_ms,omitempty" doc:"100 to 60000; 8000 when left out." jsonschema:"minimum=100,maximum=60000"`
 	Filler      *string         `json:"filler,omitempty" jsonschema:"maxLength=200,nullable"`
 	ResultMode  *string         `json:"result_mode,omitempty" doc:"llm when left out." jsonschema:"enum=llm,enum=speak"`
+	Apology     *string         `json:"apology,omitempty" jsonschema:"maxLength=300,nullable"`
 	TestSafe    *bool           `json:"test_safe,omitempty" doc:"false when left out."`
 	MockResult  json.RawMessage `json:"mock_result,omitempty" doc:"{\"mock\": true} when left out."`
 }
@@ -68,6 +70,7 @@ type ToolUpdate struct {
 	TimeoutMS   *int              `json:"timeout_ms,omitempty" jsonschema:"minimum=100,maximum=60000"`
 	Filler      app.Patch[string] `json:"filler,omitzero" jsonschema:"maxLength=200,nullable"`
 	ResultMode  *string           `json:"result_mode,omitempty" jsonschema:"enum=llm,enum=speak"`
+	Apology     app.Patch[string] `json:"apology,omitzero" jsonschema:"maxLength=300,nullable"`
 	TestSafe    *bool             `json:"test_safe,omitempty"`
 	MockResult  json.RawMessage   `json:"mock_result,omitempty"`
 }

@@ -45,6 +45,7 @@ type Spec struct {
 	Request     ToolRequest     `json:"request"`
 	TimeoutMS   int             `json:"timeout_ms"`
 	Filler      string          `json:"filler,omitempty"`
+	Apology     string          `json:"apology,omitempty"`
 	ResultMode  string          `json:"result_mode"`
 	TestSafe    bool            `json:"test_safe"`
 	MockResult  json.RawMessage `json:"mock_result"`
@@ -135,6 +136,10 @@ func ViewTool(t store.Tool) Tool {
 	if sp.Filler != "" {
 		f := sp.Filler
 		v.Filler = &f
+	}
+	if sp.Apology != "" {
+		a := sp.Apology
+		v.Apology = &a
 	}
 	if v.Request.Headers == nil {
 		v.Request.Headers = map[string]string{}
@@ -300,6 +305,11 @@ func (s *Service) checkSpec(ctx context.Context, sp *Spec) error {
 		if !validToken(k) || strings.ContainsAny(v, "\r\n\x00") || len(v) > 4096 {
 			return bad(fault.CodeValidationFailed, "/request/headers/"+k, "Header names are HTTP tokens and values hold no line breaks (at most 4096 bytes).")
 		}
+		switch strings.ToLower(k) {
+		case "authorization", "proxy-authorization", "cookie":
+			// Credentials pasted into a definition leak with it: they belong in the vault.
+			return bad(fault.CodeValidationFailed, "/request/headers/"+k, "Put credentials in the vault (POST /v1/vault/secrets) and name the secret in secret_id; the %s header is not taken here.", k)
+		}
 	}
 	if len(r.Body) > 0 && string(r.Body) != "null" && !json.Valid(r.Body) {
 		return bad(fault.CodeValidationFailed, "/request/body", "The body template is not JSON.")
@@ -376,6 +386,9 @@ func (s *Service) CreateTool(ctx context.Context, act app.Actor, c ToolCreate) (
 	if c.Filler != nil {
 		sp.Filler = *c.Filler
 	}
+	if c.Apology != nil {
+		sp.Apology = *c.Apology
+	}
 	if c.ResultMode != nil {
 		sp.ResultMode = *c.ResultMode
 	}
@@ -450,6 +463,12 @@ func (s *Service) UpdateTool(ctx context.Context, act app.Actor, id string, u To
 	}
 	if u.ResultMode != nil {
 		sp.ResultMode = *u.ResultMode
+	}
+	if u.Apology.Set {
+		sp.Apology = u.Apology.Value
+		if u.Apology.Null {
+			sp.Apology = ""
+		}
 	}
 	if u.TestSafe != nil {
 		sp.TestSafe = *u.TestSafe

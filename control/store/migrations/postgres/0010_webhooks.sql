@@ -1,8 +1,8 @@
--- 0009 webhooks (issue 14): receivers that hear a project's events, the deliveries made to them
+-- 0010 webhooks (issue 14): receivers that hear a project's events, the deliveries made to them
 -- (one per event and receiver; its id is the webhook-id of every attempt) and each attempt.
 -- A delivery is carried by a job of the queue (kind webhooks.deliver), enqueued in the
 -- transaction that records the event. Conversations gain their post-call analysis and collected
--- values. Keep in step with ../sqlite/0009_webhooks.sql.
+-- values. Keep in step with ../sqlite/0010_webhooks.sql.
 
 CREATE TABLE webhook_receivers (
 	id uuid PRIMARY KEY,
