@@ -72,7 +72,7 @@ func TestJudgeSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for doc, fits := range map[string]bool{
-		`{"success":{"met":true,"rationale":"r"},"must_not":[{"happened":false,"rationale":"r"}]}`: true,
+		`{"success":{"met":true,"rationale":"r"},"must_not":[{"happened":false,"rationale":"r"}]}`:  true,
 		`{"success":{"met":true,"rationale":"r"},"must_not":[]}`:                                    false,
 		`{"success":{"met":"yes","rationale":"r"},"must_not":[{"happened":false,"rationale":"r"}]}`: false,
 		`{"success":{"met":true},"must_not":[{"happened":false,"rationale":"r"}]}`:                  false,
