@@ -331,7 +331,11 @@ func fromConversation(ctx context.Context, q *store.Queries, c store.Conversatio
 		switch l.Role {
 		case "user":
 			if d, _ := meta["dtmf"].(string); d != "" {
-				turns = append(turns, Turn{DTMF: d})
+				if n := len(turns); n > 0 && turns[n-1].Text == "" { // keys pressed in a row are one turn
+					turns[n-1].DTMF += d
+				} else {
+					turns = append(turns, Turn{DTMF: d})
+				}
 				continue
 			}
 			turns = append(turns, Turn{Text: l.Text})
