@@ -34,14 +34,16 @@ const (
 	kindPurgeJobs        = "jobs.purge"                    // finished jobs past their keeping time
 	kindPurgeAudit       = "audit_events.purge"            // audit events past the 365-day retention
 	kindEndIdleChats     = "chats.end_idle"                // issue 13: chats past their idle deadline
+	kindReapEvaluations  = "evaluations.reap"              // issue 18: runs whose job is dead or gone are failed
 
-	dialEvery    = time.Second
-	reapEvery    = 30 * time.Second
-	reapGrace    = 2 * time.Minute
-	purgeEvery   = time.Hour
-	jobTimeout   = 30 * time.Second
-	keepDoneJobs = jobs.MaxPeriod // a periodic run's dedupe key must outlive its period
-	keepDeadJobs = 30 * 24 * time.Hour
+	dialEvery         = time.Second
+	reapEvery         = 30 * time.Second
+	reapGrace         = 2 * time.Minute
+	purgeEvery        = time.Hour
+	jobTimeout        = 30 * time.Second
+	evaluationTimeout = 30 * time.Minute // issue 18: one run of up to 500 saved conversations
+	keepDoneJobs      = jobs.MaxPeriod   // a periodic run's dedupe key must outlive its period
+	keepDeadJobs      = 30 * 24 * time.Hour
 )
 
 // conversations is the node's conversation runtime and its workers.
@@ -185,6 +187,17 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 	})
 	periodic(kindPurgeAudit, purgeEvery, 0, func(ctx context.Context) error {
 		_, err := (&audit.Service{Store: st}).Purge(ctx, time.Now())
+		return err
+	})
+	// issue 18: evaluation runs, at most 3 attempts (a crash mid-run starts it over); a run
+	// whose job is dead or gone is stored failed by the reaper, so none stays running.
+	if a.Evaluations != nil && a.Evaluations.Engine != nil {
+		w.Register(store.EvaluationRunKind, func(ctx context.Context, j *jobs.Job) error {
+			return a.Evaluations.Execute(ctx, j, j.Payload, j.Attempt, j.MaxAttempts)
+		}, jobs.WithTimeout(evaluationTimeout))
+	}
+	periodic(kindReapEvaluations, reapEvery, 1, func(ctx context.Context) error {
+		_, err := st.EvaluationRuns().FailOrphaned(ctx, time.Now())
 		return err
 	})
 	periodic(kindPurgeJobs, purgeEvery, 0, func(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/evaluations"
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/numbers"
@@ -75,11 +76,6 @@ type API struct {
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
-	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
-	// a server's tools (nil: servers are saved with a last_error).
-	Tools *tools.Service
-	Guard tools.URLGuard
-	MCP   tools.Discoverer
 
 	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
 	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
@@ -88,6 +84,14 @@ type API struct {
 	Events   *events.Service
 	Webhooks *webhooks.Service
 	Analysis *analysis.Service
+
+	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
+	// a server's tools (nil: servers are saved with a last_error).
+	Tools *tools.Service
+	// issue 18: saved conversations and their runs (nil: made by Services, without an engine).
+	Evaluations *evaluations.Service
+	Guard       tools.URLGuard
+	MCP         tools.Discoverer
 }
 
 func (a *API) now() time.Time {
@@ -164,6 +168,12 @@ func (a *API) Services() {
 	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
+	if a.Evaluations == nil { // issue 18
+		a.Evaluations = &evaluations.Service{Store: a.Store, Now: a.now, Log: a.Log}
+	}
+	if a.Evaluations.Engine == nil && a.Runtime != nil {
+		a.Evaluations.Engine = a.Runtime
 	}
 }
 

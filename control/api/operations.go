@@ -12,6 +12,7 @@ import (
 // order of the specification's index. It is built once.
 var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
+	ops = append(ops, evaluationOperations()...) // issue 18
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
 	ops = append(ops, knowledgeOperations()...) // issue 16

@@ -82,6 +82,14 @@ var reachObjects = map[string]reachObject{
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/knowledge-bases/" + ids["knowledge_base_id"] + "/crawls", key: kLive,
 			body: map[string]any{"start_url": "http://127.0.0.1:9/"}}).Str("id")
 	}},
+	// issue 18: saved conversations and runs.
+	"evaluation_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + ids["agent_id"] + "/evaluations", key: kLive,
+			body: map[string]any{"turns": []any{map[string]any{"text": "hi"}}, "criteria": map[string]any{"success": "greets"}}}).Str("id")
+	}},
+	"run_id": {make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + ids["agent_id"] + "/evaluation-runs", key: kLive}).Str("id")
+	}},
 	// issue 17: the vault, tools and MCP servers.
 	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
@@ -101,7 +109,7 @@ var reachObjects = map[string]reachObject{
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
 var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id",
-	"campaign_id", "contact_id", "number", "knowledge_base_id", "document_id", "crawl_id"}
+	"campaign_id", "contact_id", "number", "knowledge_base_id", "document_id", "crawl_id", "evaluation_id", "run_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

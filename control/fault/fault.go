@@ -198,6 +198,13 @@ const (
 	CodeMCPServerNotFound    = "mcp_server_not_found"
 	CodeMCPServerNameTaken   = "mcp_server_name_taken"
 	CodeUnknownToolReference = "unknown_tool_reference"
+	// issue 18: evaluations.
+	CodeEvaluationNotFound    = "evaluation_not_found"
+	CodeEvaluationRunNotFound = "evaluation_run_not_found"
+	CodeEvaluationRunActive   = "evaluation_run_in_progress"
+	CodeEvaluationChannel     = "evaluation_channel_mismatch"
+	CodeUnknownMockTool       = "unknown_mock_tool"
+	CodeEvaluationEmpty       = "evaluation_without_turns"
 )
 
 var Codes = map[string]Code{
@@ -309,6 +316,13 @@ var Codes = map[string]Code{
 	CodeMCPServerNotFound:    {404, "This key reaches no such MCP server."},
 	CodeMCPServerNameTaken:   {409, "Another MCP server of the project has this name (names are compared ignoring case)."},
 	CodeUnknownToolReference: {422, "The definition's references.tools names something that is neither a tool, an MCP server nor an allowed MCP tool of the agent's project; errors[] points at it."},
+	// issue 18: evaluations.
+	CodeEvaluationNotFound:    {404, "This key reaches no such saved conversation of the agent."},
+	CodeEvaluationRunNotFound: {404, "This key reaches no such evaluation run."},
+	CodeEvaluationRunActive:   {409, "Saved conversations are already being rehearsed in this organization; wait for that run to finish."},
+	CodeEvaluationChannel:     {422, "The conversation was a chat (or a messaging app): it cannot be saved for a voice run."},
+	CodeUnknownMockTool:       {422, "A mock names a tool the agent's definition does not give its conversations; errors[] points at it."},
+	CodeEvaluationEmpty:       {422, "A saved conversation needs a conversation_id or at least one user turn."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.
