@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Conversations", testConversations},
 		{"ScheduledCallsScope", testScheduledCallsScope},
 		{"StartLookupsScope", testStartLookupsScope},
+		{"WhatsApp", testWhatsApp}, // issue 19
 	}
 	tests = append(tests, jobsTests...)
 	for _, tc := range tests {
