@@ -153,7 +153,7 @@ func (r WhatsAppSenders) Get(ctx context.Context, sc Scope, id WhatsAppSenderID)
 // List returns a page of the scope's senders, oldest first, with one more when another page
 // follows.
 func (r WhatsAppSenders) List(ctx context.Context, sc Scope, pg Page) ([]WhatsAppSender, error) {
-	b := newSel(`SELECT ` + senderCols + ` FROM whatsapp_senders`).scope(sc, "org_id", "project_id", "")
+	b := newSel(`SELECT `+senderCols+` FROM whatsapp_senders`).scope(sc, "org_id", "project_id", "")
 	return many(ctx, r.q, "list whatsapp senders", b, b.page("id", pg, false), scanSender)
 }
 
