@@ -1,0 +1,138 @@
+package runtime
+
+// issue 19: the messaging-app channel. Its conversations run on the chat engine (StartText,
+// Send); a voice note is transcribed with the agent's configured speech-to-text.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/media/stt"
+	"github.com/parley-voice/parley/session"
+)
+
+// StartText opens the text engine of a messaging-app conversation stored in progress and makes
+// it live on this node. The agent's greeting is not used: the conversation opens with opener
+// as the agent's first line (the template the business started it with), or with nothing when
+// the user wrote first. When the engine cannot start, the conversation is ended (reason
+// provider_error) and the error wraps ErrProvider.
+func (rt *Runtime) StartText(ctx context.Context, id store.ConversationID, opener string) error {
+	c, err := rt.store.GetConversation(ctx, id)
+	if err != nil {
+		return err
+	}
+	l, err := rt.register(ctx, c)
+	if err != nil {
+		return err
+	}
+	sess, err := rt.build(ctx, c, false, l.p, func(a *session.Agent) { a.FirstMessage = opener })
+	if err != nil {
+		l.p.end(session.EndProviderError, session.Cost{})
+		<-l.p.done
+		return err
+	}
+	l.setEngine(sess, true)
+	if err := sess.StartText(l.ctx); err != nil {
+		l.stop(session.EndFailed)
+		return err
+	}
+	return nil
+}
+
+// voiceNoteRate is the rate a voice note is decoded at for speech-to-text.
+const voiceNoteRate = 16000
+
+// ErrVoiceNote says a voice note could not be read (not Ogg/Opus, or damaged).
+var ErrVoiceNote = errors.New("runtime: the voice note cannot be read")
+
+// TranscribeVoiceNote turns a voice note (an Ogg/Opus file) of conversation id into text with
+// the speech-to-text its agent is configured with (the test providers for a test-mode
+// conversation). The audio is streamed to the recognizer at four times real time, as voiced
+// speech followed by half a second of silence, and the final results are joined.
+func (rt *Runtime) TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, error) {
+	pcm, err := media.DecodeOggOpus(ogg, voiceNoteRate)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrVoiceNote, err)
+	}
+	c, err := rt.store.GetConversation(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	ag, err := rt.store.SystemAgents().GetIncludingDeleted(ctx, c.AgentID)
+	if err != nil {
+		return "", fmt.Errorf("runtime: the conversation's agent: %w", err)
+	}
+	def, err := LoadDefinition(ctx, rt.store.Queries, ag, c.AgentVersion)
+	if err != nil {
+		return "", err
+	}
+	provs := rt.o.Providers
+	if c.Mode == store.ModeTest {
+		provs = rt.o.TestProviders
+	}
+	if provs == nil {
+		return "", fmt.Errorf("%w: no providers for %s conversations on this node", ErrProvider, c.Mode)
+	}
+	rec, err := provs.STT(provider(def.Agent.STT.Provider, rt.o.DefaultSTT))
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	st, err := rec.Open(ctx, stt.StreamOptions{Language: c.Language, SampleRate: voiceNoteRate, Endpointing: 300 * time.Millisecond})
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+	}
+	var parts []string
+	done := make(chan error, 1)
+	go func() {
+		var failure error
+		for ev := range st.Events() {
+			switch ev.Kind {
+			case stt.Final:
+				if t := strings.TrimSpace(ev.Text); t != "" {
+					parts = append(parts, t)
+				}
+			case stt.Error:
+				failure = ev.Err
+			}
+		}
+		done <- failure
+	}()
+	const frame = voiceNoteRate / 50
+	silence := make([]int16, frame)
+	tick := time.NewTicker(5 * time.Millisecond) // four times real time: within the stream's queue
+	defer tick.Stop()
+	write := func(f []int16, voiced bool) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		return st.Write(f, voiced)
+	}
+	for off := 0; off < len(pcm) && err == nil; off += frame {
+		f := pcm[off:min(off+frame, len(pcm))]
+		if len(f) < frame {
+			f = append(append([]int16(nil), f...), silence[len(f):]...)
+		}
+		err = write(f, true)
+	}
+	for i := 0; i < 25 && err == nil; i++ {
+		err = write(silence, false)
+	}
+	cerr := st.Close()
+	failure := <-done
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+	case len(parts) == 0 && (failure != nil || cerr != nil):
+		return "", fmt.Errorf("%w: %v", ErrProvider, errors.Join(failure, cerr))
+	}
+	return strings.Join(parts, " "), nil
+}
