@@ -157,6 +157,17 @@ const (
 
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
+
+	// issue 19: the messaging-app channel (WhatsApp).
+	CodeWhatsAppUnavailable      = "whatsapp_unavailable"
+	CodeWhatsAppSenderNotFound   = "whatsapp_sender_not_found"
+	CodeWhatsAppSenderTaken      = "whatsapp_sender_taken"
+	CodeWhatsAppNotConnected     = "whatsapp_not_connected"
+	CodeWhatsAppNoAgent          = "whatsapp_no_agent"
+	CodeWhatsAppTemplateNotFound = "whatsapp_template_not_found"
+	CodeWhatsAppWindowClosed     = "whatsapp_window_closed"
+	CodeWhatsAppUpstream         = "whatsapp_upstream_error"
+	CodeNotWhatsApp              = "not_a_whatsapp_conversation"
 )
 
 var Codes = map[string]Code{
@@ -232,6 +243,17 @@ var Codes = map[string]Code{
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
 
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
+
+	// issue 19: the messaging-app channel (WhatsApp).
+	CodeWhatsAppUnavailable:      {501, "This deployment does not run the messaging-app channel (no conversation runtime, or no vault to hold its credentials)."},
+	CodeWhatsAppSenderNotFound:   {404, "This key reaches no such messaging-app number."},
+	CodeWhatsAppSenderTaken:      {409, "This phone-number id is connected already (by this or another organization)."},
+	CodeWhatsAppNotConnected:     {409, "The connection has no business account id or access token: set them on the sender first."},
+	CodeWhatsAppNoAgent:          {409, "No agent answers this messaging-app number: assign one first."},
+	CodeWhatsAppTemplateNotFound: {422, "The template is not among the approved templates of the number's business account (in that language), or its parameters do not fit."},
+	CodeWhatsAppWindowClosed:     {409, "The 24-hour window is closed: the user last wrote more than 24 hours ago, or never; start again with an approved template. closed_at says when it closed (null when it never opened)."},
+	CodeWhatsAppUpstream:         {502, "Meta's Graph API refused or could not be reached; detail carries its error; retry shortly."},
+	CodeNotWhatsApp:              {409, "The conversation is not a messaging-app conversation."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

@@ -21,27 +21,27 @@ import (
 // as the agent's first line (the template the business started it with), or with nothing when
 // the user wrote first. When the engine cannot start, the conversation is ended (reason
 // provider_error) and the error wraps ErrProvider.
-func (rt *Runtime) StartText(ctx context.Context, id store.ConversationID, opener string) error {
+func (rt *Runtime) StartText(ctx context.Context, id store.ConversationID, opener string) ([]session.Line, error) {
 	c, err := rt.store.GetConversation(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l, err := rt.register(ctx, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sess, err := rt.build(ctx, c, false, l.p, func(a *session.Agent) { a.FirstMessage = opener })
 	if err != nil {
 		l.p.end(session.EndProviderError, session.Cost{})
 		<-l.p.done
-		return err
+		return nil, err
 	}
 	l.setEngine(sess, true)
 	if err := sess.StartText(l.ctx); err != nil {
 		l.stop(session.EndFailed)
-		return err
+		return nil, err
 	}
-	return nil
+	return sess.Transcript(), nil
 }
 
 // voiceNoteRate is the rate a voice note is decoded at for speech-to-text.
