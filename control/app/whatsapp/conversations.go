@@ -61,7 +61,9 @@ type Message struct {
 }
 
 // SchemaDoc describes the object in the document.
-func (Message) SchemaDoc() string { return "A messaging-app message in or out, with its delivery status." }
+func (Message) SchemaDoc() string {
+	return "A messaging-app message in or out, with its delivery status."
+}
 
 // ViewMessage is the interface's form of a stored message.
 func ViewMessage(m store.WhatsAppMessage) Message {
@@ -81,7 +83,7 @@ func ViewMessage(m store.WhatsAppMessage) Message {
 // messageText is what a stored message says.
 func messageText(m store.WhatsAppMessage) string {
 	var b struct {
-		Text     json.RawMessage `json:"text"`
+		Text     json.RawMessage          `json:"text"`
 		Image    struct{ Caption string } `json:"image"`
 		Template struct{ Name string }    `json:"template"`
 	}

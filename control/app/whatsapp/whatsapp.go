@@ -177,8 +177,8 @@ type Service struct {
 	Now func() time.Time
 	Log *slog.Logger
 
-	mu        sync.Mutex
-	templates map[string]cachedTemplates // by business account id
+	mu         sync.Mutex
+	templates  map[string]cachedTemplates // by business account id
 	appSecrets map[string]cachedSecret    // by secret id
 }
 
