@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
 
 	"github.com/go-chi/chi/v5"
@@ -58,6 +59,14 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+
+	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
+	// WhatsAppSecrets the vault; without either the channel answers 501.
+	WhatsApp        *whatsapp.Service
+	WhatsAppGraph   whatsapp.Graph
+	WhatsAppSecrets whatsapp.Secrets
+	// JobWaker wakes the workers after an enqueue (nil: they poll).
+	JobWaker whatsapp.Waker
 }
 
 func (a *API) now() time.Time {
@@ -121,6 +130,13 @@ func (a *API) Services() {
 	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
+	if a.WhatsApp == nil { // issue 19
+		a.WhatsApp = &whatsapp.Service{Store: a.Store, Rules: rules, Graph: a.WhatsAppGraph, Secrets: a.WhatsAppSecrets, Wake: a.JobWaker,
+			DataDir: a.DataDir, Now: a.now, Log: a.Log}
+		if a.Runtime != nil {
+			a.WhatsApp.Engine = whatsappEngine{runtimeAdapter: m, st: a.Store}
+		}
 	}
 }
 

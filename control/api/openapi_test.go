@@ -58,12 +58,23 @@ var specIndex = map[string]string{
 	"listCreditTransactions":    "GET /v1/billing/transactions",
 	"listAuditEvents":           "GET /v1/audit-events",
 	"createTestInboundCall":     "POST /v1/test/inbound-calls",
+	// issue 19
+	"startWhatsappConversation": "POST /v1/whatsapp/conversations",
+	"listWhatsappSenders":       "GET /v1/whatsapp/senders",
+	"listWhatsappTemplates":     "GET /v1/whatsapp/senders/{sender_id}/templates",
 }
 
 // extensions are the operations Parley adds to the specification's index; each is marked
 // x-extension in the document.
 var extensions = map[string]string{
 	"listenConversation": "POST /v1/conversations/{conversation_id}/listen",
+	// issue 19
+	"createWhatsappSender": "POST /v1/whatsapp/senders",
+	"getWhatsappSender":    "GET /v1/whatsapp/senders/{sender_id}",
+	"updateWhatsappSender": "PATCH /v1/whatsapp/senders/{sender_id}",
+	"deleteWhatsappSender": "DELETE /v1/whatsapp/senders/{sender_id}",
+	"listWhatsappMessages": "GET /v1/whatsapp/conversations/{conversation_id}/messages",
+	"sendWhatsappMessage":  "POST /v1/whatsapp/conversations/{conversation_id}/messages",
 }
 
 func servedDocument(t *testing.T) map[string]any {

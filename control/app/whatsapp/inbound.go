@@ -482,8 +482,8 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 		return fmt.Errorf("whatsapp: conversation %s was not live any more; it was ended", c.ID)
 	}
 	if err != nil {
-		if code := faultCode(err); code == fault.CodeAgentBusy && !last {
-			return err // the last message is still being answered: this one waits its turn
+		if code := faultCode(err); (code == fault.CodeAgentBusy || code == fault.CodeConversationEnded) && !last {
+			return err // the last message is still being answered, or the conversation just ended: try again
 		}
 		return fail("the agent did not answer: "+faultDetail(err), err)
 	}

@@ -163,11 +163,11 @@ func deref(p *string) string {
 
 // CreateSender connects a number to a project (whatsapp_sender.created).
 func (s *Service) CreateSender(ctx context.Context, act app.Actor, body SenderCreate) (Sender, error) {
-	if err := s.Ready(); err != nil {
-		return Sender{}, err
-	}
 	p, err := app.Project(ctx, s.Store.Queries, act, body.ProjectID)
 	if err != nil {
+		return Sender{}, err
+	}
+	if err := s.Ready(); err != nil {
 		return Sender{}, err
 	}
 	if err := s.checkSecrets(ctx, act.Org.ID, map[string]string{"access_token_secret_id": deref(body.AccessTokenSecretID), "app_secret_secret_id": deref(body.AppSecretSecretID)}); err != nil {
@@ -235,6 +235,9 @@ func patchPtr(p app.Patch[string]) *string {
 
 // UpdateSender changes a sender (whatsapp_sender.updated, naming the fields changed).
 func (s *Service) UpdateSender(ctx context.Context, act app.Actor, id string, u SenderUpdate) (Sender, error) {
+	if _, err := s.sender(ctx, act, id); err != nil {
+		return Sender{}, err
+	}
 	if err := s.Ready(); err != nil {
 		return Sender{}, err
 	}
