@@ -10,6 +10,7 @@ import (
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/audit"
+	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/jobs"
@@ -99,6 +100,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	n.whatsappAPI(a) // issue 19
 	a.Services()
 }
 
@@ -112,6 +114,9 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
 	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID)
+	if a.WhatsApp != nil && a.WhatsApp.Ready() == nil { // issue 19
+		whatsapp.RegisterJobs(w, a.WhatsApp)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	n.conv.cancel = cancel
 	n.conv.wg.Go(func() {
