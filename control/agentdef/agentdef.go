@@ -11,6 +11,8 @@ package agentdef
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/parley-voice/parley/control/app"
 )
 
 // Format is the value of the format member of every definition this package reads and writes.
@@ -64,7 +66,7 @@ var Channels = []Channel{ChannelVoice, ChannelChat, ChannelPhone, ChannelWhatsAp
 type Document struct {
 	Object     string     `json:"object"`
 	Format     string     `json:"format"`
-	ExportedAt time.Time  `json:"exported_at"`
+	ExportedAt app.Time   `json:"exported_at"`
 	Agent      Agent      `json:"agent"`
 	References References `json:"references"`
 }
@@ -78,7 +80,7 @@ type Definition struct {
 
 // Export wraps the definition in the document envelope.
 func (d *Definition) Export(at time.Time) Document {
-	return Document{Object: ObjectType, Format: Format, ExportedAt: at.UTC().Truncate(time.Second), Agent: d.Agent, References: d.References}
+	return Document{Object: ObjectType, Format: Format, ExportedAt: app.T(at.Truncate(time.Second)), Agent: d.Agent, References: d.References}
 }
 
 // Clone returns a deep copy of d.

@@ -183,7 +183,7 @@ func testDeleteAgent(t *testing.T, e engine) {
 	now := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
 	w.now.Store(&now)
 	del := w.must(t, 200, req{method: "DELETE", path: "/v1/agents/" + id, key: kLive})
-	if del.JSON["deleted"] != true || del.Str("id") != id || del.Str("object") != "agent" || del.Str("purges_at") != "2031-03-05T04:05:06Z" {
+	if del.JSON["deleted"] != true || del.Str("id") != id || del.Str("object") != "agent" || del.Str("purges_at") != "2031-03-05T04:05:06.000000Z" {
 		t.Fatalf("deleted: %s", del)
 	}
 	w.fails(t, 404, fault.CodeAgentNotFound, req{method: "GET", path: "/v1/agents/" + id, key: kLive})

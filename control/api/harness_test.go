@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ type engine struct {
 
 // engines returns SQLite (a temporary file) and PostgreSQL (a fresh schema per store), or just
 // SQLite with a skip note when PostgreSQL is missing (a failure with PARLEY_REQUIRE_PEERS=1).
+// answerTime finds the instants of an answer; group 1 is the fraction.
+var answerTime = regexp.MustCompile(`"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d*)?(?:Z|[+-]\d{2}:\d{2})"`)
+
 func engines(t *testing.T) []engine {
 	sqlite := engine{"sqlite", func(t *testing.T) *store.Store {
 		return migrate(t, store.Options{DataDir: t.TempDir()})
@@ -415,6 +419,13 @@ func (w *world) check(t *testing.T, hr *http.Request, body []byte, r *resp) {
 	reqErr := openapi3filter.ValidateRequest(context.Background(), in)
 	if reqErr != nil && (r.Status < 400 || r.Status >= 500) {
 		t.Errorf("%s %s: the document refuses the request (%v) but it was answered %d", hr.Method, hr.URL.Path, reqErr, r.Status)
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/") {
+		for _, m := range answerTime.FindAllSubmatch(r.Body, -1) {
+			if len(m[1]) != 7 { // a dot and six digits
+				t.Errorf("%s %s: instant %s has %d fractional digits, want 6 everywhere", hr.Method, hr.URL.Path, m[0], max(len(m[1])-1, 0))
+			}
+		}
 	}
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: r.Status, Header: r.Header,
 		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}

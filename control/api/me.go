@@ -3,14 +3,16 @@ package api
 import (
 	"context"
 	"time"
+
+	"github.com/parley-voice/parley/control/app"
 )
 
 // Me is the answer of GET /v1/me: the calling key and its organization.
 type Me struct {
-	Object       string    `json:"object" jsonschema:"enum=me"`
-	Organization OrgBrief  `json:"organization"`
-	Key          KeyBrief  `json:"key"`
-	ServerTime   time.Time `json:"server_time"`
+	Object       string   `json:"object" jsonschema:"enum=me"`
+	Organization OrgBrief `json:"organization"`
+	Key          KeyBrief `json:"key"`
+	ServerTime   app.Time `json:"server_time"`
 }
 
 // OrgBrief is the calling key's organization.
@@ -23,14 +25,14 @@ type OrgBrief struct {
 
 // KeyBrief is the calling key, without its secret.
 type KeyBrief struct {
-	Object      string     `json:"object" jsonschema:"enum=api_key"`
-	ID          string     `json:"id" jsonschema:"format=uuid"`
-	Mode        string     `json:"mode" jsonschema:"enum=live,enum=test"`
-	Prefix      string     `json:"prefix" doc:"The visible start of the key."`
-	Scopes      []string   `json:"scopes" doc:"The permissions the key holds; * holds all."`
-	AllProjects bool       `json:"all_projects" doc:"The key reaches every project of the organization."`
-	ProjectIDs  []string   `json:"project_ids" doc:"The projects the key reaches when all_projects is false." jsonschema:"format=uuid"`
-	ExpiresAt   *time.Time `json:"expires_at" jsonschema:"nullable"`
+	Object      string    `json:"object" jsonschema:"enum=api_key"`
+	ID          string    `json:"id" jsonschema:"format=uuid"`
+	Mode        string    `json:"mode" jsonschema:"enum=live,enum=test"`
+	Prefix      string    `json:"prefix" doc:"The visible start of the key."`
+	Scopes      []string  `json:"scopes" doc:"The permissions the key holds; * holds all."`
+	AllProjects bool      `json:"all_projects" doc:"The key reaches every project of the organization."`
+	ProjectIDs  []string  `json:"project_ids" doc:"The projects the key reaches when all_projects is false." jsonschema:"format=uuid"`
+	ExpiresAt   *app.Time `json:"expires_at" jsonschema:"nullable"`
 }
 
 type getMeIn struct{}
@@ -49,8 +51,8 @@ func (a *API) getMe(_ context.Context, c *call, _ *getMeIn) (*Me, error) {
 		Object:       "me",
 		Organization: OrgBrief{Object: "organization", ID: string(p.Org.ID), Name: p.Org.Name, Frozen: p.Org.Frozen},
 		Key: KeyBrief{Object: "api_key", ID: string(p.Key.ID), Mode: string(p.Key.Mode), Prefix: p.Key.Prefix, Scopes: scopes,
-			AllProjects: p.Key.AllProjects, ProjectIDs: pids, ExpiresAt: utcPtr(p.Key.ExpiresAt)},
-		ServerTime: a.now().UTC().Truncate(time.Second),
+			AllProjects: p.Key.AllProjects, ProjectIDs: pids, ExpiresAt: app.TP(utcPtr(p.Key.ExpiresAt))},
+		ServerTime: app.T(a.now().UTC().Truncate(time.Second)),
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/invopop/jsonschema"
+	"github.com/parley-voice/parley/control/app"
 )
 
 // Schemas of bodies and answers are reflected from their Go types with invopop/jsonschema,
@@ -107,7 +108,7 @@ func newReflector(seen map[string]reflect.Type) *jsonschema.Reflector {
 			switch t {
 			case reflect.TypeFor[json.RawMessage]():
 				return &jsonschema.Schema{} // any JSON value; the field's doc says what it holds
-			case reflect.TypeFor[time.Time]():
+			case reflect.TypeFor[time.Time](), reflect.TypeFor[app.Time]():
 				return &jsonschema.Schema{Type: "string", Format: "date-time"}
 			}
 			return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 )
@@ -350,13 +351,13 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 func EventData(c store.Conversation) map[string]any {
 	d := map[string]any{
 		"conversation_id": c.ID, "agent_id": c.AgentID, "project_id": c.ProjectID, "channel": c.Channel,
-		"direction": c.Direction, "status": c.Status, "mode": c.Mode, "created_at": c.CreatedAt,
+		"direction": c.Direction, "status": c.Status, "mode": c.Mode, "created_at": app.T(c.CreatedAt),
 	}
 	if c.EndReason != "" {
 		d["end_reason"] = c.EndReason
 	}
 	if c.EndedAt != nil {
-		d["ended_at"] = *c.EndedAt
+		d["ended_at"] = app.T(*c.EndedAt)
 	}
 	if c.ExternalID != "" {
 		d["external_id"] = c.ExternalID

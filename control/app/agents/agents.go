@@ -177,7 +177,7 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (AgentDe
 			"name": a.Name, "purges_at": del.PurgesAt, "released_phone_number_ids": nums, "cancelled_scheduled_call_ids": calls}); err != nil {
 			return AgentDeleted{}, err
 		}
-		return AgentDeleted{Object: "agent", Deleted: true, ID: string(del.ID), PurgesAt: *del.PurgesAt}, nil
+		return AgentDeleted{Object: "agent", Deleted: true, ID: string(del.ID), PurgesAt: app.T(*del.PurgesAt)}, nil
 	})
 }
 
@@ -435,8 +435,8 @@ func view(a store.Agent) Agent {
 		ch = []string{}
 	}
 	return Agent{Object: "agent", ID: string(a.ID), ProjectID: string(a.ProjectID), Name: a.Name, Description: a.Description,
-		Kind: a.Kind, Direction: a.Direction, Status: string(a.Status), Channels: ch, PublishedAt: a.PublishedAt,
-		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		Kind: a.Kind, Direction: a.Direction, Status: string(a.Status), Channels: ch, PublishedAt: app.TP(a.PublishedAt),
+		CreatedAt: app.T(a.CreatedAt), UpdatedAt: app.T(a.UpdatedAt)}
 }
 
 // detail is the AgentDetail of a stored agent; nums are its phone numbers, read when nil.
@@ -476,6 +476,6 @@ func viewVersion(v store.AgentVersion) (AgentVersionObject, error) {
 	if err != nil {
 		return AgentVersionObject{}, err
 	}
-	return AgentVersionObject{Object: "agent_version", AgentID: string(v.AgentID), Note: v.Note, PublishedAt: v.PublishedAt,
+	return AgentVersionObject{Object: "agent_version", AgentID: string(v.AgentID), Note: v.Note, PublishedAt: app.T(v.PublishedAt),
 		VariablesSchema: def.VariablesSchema(), Version: v.Version}, nil
 }

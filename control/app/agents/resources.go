@@ -2,9 +2,9 @@ package agents
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/parley-voice/parley/control/agentdef"
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/numbers"
 )
 
@@ -15,18 +15,18 @@ import (
 
 // Agent is the Agent object of the interface (the members every agent answer has).
 type Agent struct {
-	Object      string     `json:"object" jsonschema:"enum=agent"`
-	ID          string     `json:"id" jsonschema:"format=uuid"`
-	ProjectID   string     `json:"project_id" jsonschema:"format=uuid"`
-	Name        string     `json:"name"`
-	Description string     `json:"description"`
-	Kind        string     `json:"kind" jsonschema:"enum=form_filling,enum=workflow,enum=faq,enum=custom,enum=desk"`
-	Direction   string     `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
-	Status      string     `json:"status" doc:"draft until first published; published once a version is published; archived once deleted (a deleted agent is not served by the API and is purged at purges_at)." jsonschema:"enum=draft,enum=published,enum=archived"`
-	Channels    []string   `json:"channels" jsonschema:"enum=voice,enum=chat,enum=phone,enum=whatsapp"`
-	PublishedAt *time.Time `json:"published_at" jsonschema:"nullable"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
+	Object      string    `json:"object" jsonschema:"enum=agent"`
+	ID          string    `json:"id" jsonschema:"format=uuid"`
+	ProjectID   string    `json:"project_id" jsonschema:"format=uuid"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Kind        string    `json:"kind" jsonschema:"enum=form_filling,enum=workflow,enum=faq,enum=custom,enum=desk"`
+	Direction   string    `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
+	Status      string    `json:"status" doc:"draft until first published; published once a version is published; archived once deleted (a deleted agent is not served by the API and is purged at purges_at)." jsonschema:"enum=draft,enum=published,enum=archived"`
+	Channels    []string  `json:"channels" jsonschema:"enum=voice,enum=chat,enum=phone,enum=whatsapp"`
+	PublishedAt *app.Time `json:"published_at" jsonschema:"nullable"`
+	CreatedAt   app.Time  `json:"created_at"`
+	UpdatedAt   app.Time  `json:"updated_at"`
 }
 
 // AgentDetail is the AgentDetail object: the agent with its languages, schemas and numbers.
@@ -97,10 +97,10 @@ func (JSONSchemaObject) SchemaExtras() map[string]any {
 
 // AgentDeleted is the answer to deleting an agent.
 type AgentDeleted struct {
-	Object   string    `json:"object" jsonschema:"enum=agent"`
-	Deleted  bool      `json:"deleted" const:"true"`
-	ID       string    `json:"id" jsonschema:"format=uuid"`
-	PurgesAt time.Time `json:"purges_at" doc:"30 days after the deletion: the agent is then gone for good. Until then the operator can restore it (parley admin agents restore)."`
+	Object   string   `json:"object" jsonschema:"enum=agent"`
+	Deleted  bool     `json:"deleted" const:"true"`
+	ID       string   `json:"id" jsonschema:"format=uuid"`
+	PurgesAt app.Time `json:"purges_at" doc:"30 days after the deletion: the agent is then gone for good. Until then the operator can restore it (parley admin agents restore)."`
 }
 
 // AgentVersionObject is one published version of an agent.
@@ -108,7 +108,7 @@ type AgentVersionObject struct {
 	Object          string          `json:"object" jsonschema:"enum=agent_version"`
 	AgentID         string          `json:"agent_id" jsonschema:"format=uuid"`
 	Note            string          `json:"note"`
-	PublishedAt     time.Time       `json:"published_at"`
+	PublishedAt     app.Time        `json:"published_at"`
 	VariablesSchema VariablesSchema `json:"variables_schema"`
 	Version         int             `json:"version" doc:"The version number, used as agent_version elsewhere." jsonschema:"minimum=1"`
 }

@@ -35,7 +35,7 @@ type AuditEvent struct {
 	ObjectID   string         `json:"object_id" doc:"The id of the object changed."`
 	RequestID  *string        `json:"request_id" doc:"The request that made the change (its X-Request-Id); null for the operator and the system." jsonschema:"nullable"`
 	Data       map[string]any `json:"data" doc:"The changed fields: each as {from, to}, or the value it was made with. Never a secret's value."`
-	CreatedAt  time.Time      `json:"created_at"`
+	CreatedAt  app.Time       `json:"created_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -105,7 +105,7 @@ func View(e store.AuditEvent) AuditEvent {
 	v := AuditEvent{Object: "audit_event", ID: string(e.ID), Action: e.Action,
 		Actor:     AuditActor{Type: string(e.ActorType), ID: e.ActorID},
 		ProjectID: nullable(string(e.ProjectID)), ObjectType: e.ObjectType, ObjectID: e.ObjectID,
-		RequestID: nullable(e.RequestID), Data: map[string]any{}, CreatedAt: e.CreatedAt}
+		RequestID: nullable(e.RequestID), Data: map[string]any{}, CreatedAt: app.T(e.CreatedAt)}
 	if e.ActorMode != "" {
 		m := string(e.ActorMode)
 		v.Actor.Mode = &m

@@ -26,18 +26,18 @@ const Currency = "USD"
 
 // CreditBalance is the CreditBalance object of the interface.
 type CreditBalance struct {
-	Object           string    `json:"object" jsonschema:"enum=credit_balance"`
-	Currency         string    `json:"currency" doc:"The currency of every amount." jsonschema:"enum=USD"`
-	Balance          string    `json:"balance" doc:"What is on the account: top-ups less what was charged. Below zero when the last calls cost more than was left." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	BalanceMicros    int64     `json:"balance_micros" doc:"balance in millionths of a dollar."`
-	Reserved         string    `json:"reserved" doc:"What calls in progress hold: each reserves what its next minutes may cost and renews the reservation as it goes on." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	ReservedMicros   int64     `json:"reserved_micros" doc:"reserved in millionths of a dollar."`
-	Available        string    `json:"available" doc:"What can still be spent: balance less reserved. At zero or below, operations that spend answer 402 credit_exhausted." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	AvailableMicros  int64     `json:"available_micros" doc:"available in millionths of a dollar."`
-	MonthSpent       string    `json:"month_spent" doc:"What this month's charges came to (every kind of transaction but top_up and adjustment), since month_start." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	MonthSpentMicros int64     `json:"month_spent_micros" doc:"month_spent in millionths of a dollar."`
-	MonthStart       time.Time `json:"month_start" doc:"The start of this month in the organization's timezone, with that zone's offset."`
-	Timezone         string    `json:"timezone" doc:"The organization's timezone (an IANA name; UTC unless the operator set another), in which months are counted."`
+	Object           string   `json:"object" jsonschema:"enum=credit_balance"`
+	Currency         string   `json:"currency" doc:"The currency of every amount." jsonschema:"enum=USD"`
+	Balance          string   `json:"balance" doc:"What is on the account: top-ups less what was charged. Below zero when the last calls cost more than was left." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	BalanceMicros    int64    `json:"balance_micros" doc:"balance in millionths of a dollar."`
+	Reserved         string   `json:"reserved" doc:"What calls in progress hold: each reserves what its next minutes may cost and renews the reservation as it goes on." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	ReservedMicros   int64    `json:"reserved_micros" doc:"reserved in millionths of a dollar."`
+	Available        string   `json:"available" doc:"What can still be spent: balance less reserved. At zero or below, operations that spend answer 402 credit_exhausted." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	AvailableMicros  int64    `json:"available_micros" doc:"available in millionths of a dollar."`
+	MonthSpent       string   `json:"month_spent" doc:"What this month's charges came to (every kind of transaction but top_up and adjustment), since month_start." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	MonthSpentMicros int64    `json:"month_spent_micros" doc:"month_spent in millionths of a dollar."`
+	MonthStart       app.Time `json:"month_start" doc:"The start of this month in the organization's timezone, with that zone's offset."`
+	Timezone         string   `json:"timezone" doc:"The organization's timezone (an IANA name; UTC unless the operator set another), in which months are counted."`
 }
 
 // SchemaDoc describes the object in the document.
@@ -48,17 +48,17 @@ func (CreditBalance) SchemaDoc() string {
 
 // CreditTransaction is one line of the ledger.
 type CreditTransaction struct {
-	Object             string    `json:"object" jsonschema:"enum=credit_transaction"`
-	ID                 string    `json:"id" jsonschema:"format=uuid"`
-	Kind               string    `json:"kind" doc:"What the transaction is: top_up (credit added), call_minutes, chat_turns, stt_seconds, llm_tokens, tts_characters (the parts of a conversation's charge), testing (rehearsals), adjustment (an operator's correction, either way), usage (a conversation charged as one sum before charges were broken down). An open set: tolerate new values." jsonschema:"enum=top_up,enum=call_minutes,enum=chat_turns,enum=stt_seconds,enum=llm_tokens,enum=tts_characters,enum=testing,enum=adjustment,enum=usage"`
-	Currency           string    `json:"currency" jsonschema:"enum=USD"`
-	Amount             string    `json:"amount" doc:"Positive adds credit, negative spends it; a decimal number of dollars with six places." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	AmountMicros       int64     `json:"amount_micros" doc:"amount in millionths of a dollar."`
-	BalanceAfter       string    `json:"balance_after" doc:"The balance once this transaction was made." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
-	BalanceAfterMicros int64     `json:"balance_after_micros" doc:"balance_after in millionths of a dollar."`
-	Description        string    `json:"description" doc:"What it was for, in words (what was used, or the operator's reason)."`
-	ConversationID     *string   `json:"conversation_id" doc:"The conversation a charge is for; null for top-ups and adjustments." jsonschema:"format=uuid,nullable"`
-	CreatedAt          time.Time `json:"created_at"`
+	Object             string   `json:"object" jsonschema:"enum=credit_transaction"`
+	ID                 string   `json:"id" jsonschema:"format=uuid"`
+	Kind               string   `json:"kind" doc:"What the transaction is: top_up (credit added), call_minutes, chat_turns, stt_seconds, llm_tokens, tts_characters (the parts of a conversation's charge), testing (rehearsals), adjustment (an operator's correction, either way), usage (a conversation charged as one sum before charges were broken down). An open set: tolerate new values." jsonschema:"enum=top_up,enum=call_minutes,enum=chat_turns,enum=stt_seconds,enum=llm_tokens,enum=tts_characters,enum=testing,enum=adjustment,enum=usage"`
+	Currency           string   `json:"currency" jsonschema:"enum=USD"`
+	Amount             string   `json:"amount" doc:"Positive adds credit, negative spends it; a decimal number of dollars with six places." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	AmountMicros       int64    `json:"amount_micros" doc:"amount in millionths of a dollar."`
+	BalanceAfter       string   `json:"balance_after" doc:"The balance once this transaction was made." jsonschema:"pattern=^-?[0-9]+\\.[0-9]{6}$"`
+	BalanceAfterMicros int64    `json:"balance_after_micros" doc:"balance_after in millionths of a dollar."`
+	Description        string   `json:"description" doc:"What it was for, in words (what was used, or the operator's reason)."`
+	ConversationID     *string  `json:"conversation_id" doc:"The conversation a charge is for; null for top-ups and adjustments." jsonschema:"format=uuid,nullable"`
+	CreatedAt          app.Time `json:"created_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -100,7 +100,7 @@ func (s *Service) Balance(ctx context.Context, act app.Actor) (CreditBalance, er
 		Reserved: FormatUSD(sum.ReservedMicros), ReservedMicros: sum.ReservedMicros,
 		Available: FormatUSD(avail), AvailableMicros: avail,
 		MonthSpent: FormatUSD(sum.SpentMicros), MonthSpentMicros: sum.SpentMicros,
-		MonthStart: start, Timezone: tz}, nil
+		MonthStart: app.Time{Time: start}, Timezone: tz}, nil
 }
 
 // Transactions returns a page of the actor's organization's ledger that f selects, newest
@@ -119,7 +119,7 @@ func View(t store.CreditTransaction) CreditTransaction {
 	return CreditTransaction{Object: "credit_transaction", ID: string(t.ID), Kind: string(t.Kind), Currency: Currency,
 		Amount: FormatUSD(t.AmountMicros), AmountMicros: t.AmountMicros,
 		BalanceAfter: FormatUSD(t.BalanceAfter), BalanceAfterMicros: t.BalanceAfter,
-		Description: t.Reason, ConversationID: optional(string(t.ConversationID)), CreatedAt: t.CreatedAt}
+		Description: t.Reason, ConversationID: optional(string(t.ConversationID)), CreatedAt: app.T(t.CreatedAt)}
 }
 
 func optional(s string) *string {

@@ -24,7 +24,7 @@ const maxScheduleBehind = 5 * time.Minute
 // ScheduledCallCreate is the body of a call to place later.
 type ScheduledCallCreate struct {
 	CallCreate
-	DialAt *time.Time `json:"dial_at,omitempty" doc:"The earliest the call may be placed: now when omitted; at most 30 days ahead and 5 minutes behind (422 otherwise). With call_window, its first opening at or after dial_at must also fall within the 30 days." jsonschema:"nullable"`
+	DialAt *app.Time `json:"dial_at,omitempty" doc:"The earliest the call may be placed: now when omitted; at most 30 days ahead and 5 minutes behind (422 otherwise). With call_window, its first opening at or after dial_at must also fall within the 30 days." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the body in the document.
@@ -48,17 +48,17 @@ type ScheduledCall struct {
 	Metadata       json.RawMessage `json:"metadata" doc:"Your own data (an object), as sent." jsonschema:"type=object"`
 	Variables      json.RawMessage `json:"variables" doc:"The values of the agent's {{placeholders}} (an object), as sent." jsonschema:"type=object"`
 	CallWindow     *CallWindow     `json:"call_window" jsonschema:"nullable"`
-	DialAt         time.Time       `json:"dial_at"`
-	DueAt          time.Time       `json:"due_at" doc:"When a worker dials it: dial_at, or the window's first opening at or after it."`
+	DialAt         app.Time        `json:"dial_at"`
+	DueAt          app.Time        `json:"due_at" doc:"When a worker dials it: dial_at, or the window's first opening at or after it."`
 	Status         string          `json:"status" jsonschema:"enum=scheduled,enum=dialing,enum=placed,enum=failed,enum=cancelled"`
 	FailureCode    *string         `json:"failure_code" doc:"The problem code a call placed now would get (number_on_do_not_call_list, agent_not_published, credit_exhausted, …)." jsonschema:"nullable"`
 	FailureReason  *string         `json:"failure_reason" jsonschema:"nullable"`
 	ConversationID *string         `json:"conversation_id" jsonschema:"format=uuid,nullable"`
 	Attempts       int             `json:"attempts" jsonschema:"minimum=0"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	PlacedAt       *time.Time      `json:"placed_at" jsonschema:"nullable"`
-	CancelledAt    *time.Time      `json:"cancelled_at" jsonschema:"nullable"`
+	CreatedAt      app.Time        `json:"created_at"`
+	UpdatedAt      app.Time        `json:"updated_at"`
+	PlacedAt       *app.Time       `json:"placed_at" jsonschema:"nullable"`
+	CancelledAt    *app.Time       `json:"cancelled_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -77,9 +77,9 @@ func ViewScheduled(s store.ScheduledCall) ScheduledCall {
 	v := ScheduledCall{Object: "scheduled_call", ID: string(s.ID), ProjectID: string(s.ProjectID), AgentID: string(s.AgentID),
 		AgentVersion: req.AgentVersion, Mode: string(s.Mode), ToNumber: s.ToNumber, FromNumber: req.FromNumber, PhoneNumberID: req.PhoneNumberID,
 		Language: req.Language, ExternalID: req.ExternalID, Metadata: orEmpty(req.Metadata), Variables: orEmpty(req.Variables),
-		CallWindow: req.CallWindow, DialAt: s.DialAt, DueAt: s.DueAt, Status: s.Status, FailureCode: nullable(s.FailureCode),
-		FailureReason: nullable(s.FailureReason), Attempts: s.Attempts, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
-		PlacedAt: s.PlacedAt, CancelledAt: s.CancelledAt}
+		CallWindow: req.CallWindow, DialAt: app.T(s.DialAt), DueAt: app.T(s.DueAt), Status: s.Status, FailureCode: nullable(s.FailureCode),
+		FailureReason: nullable(s.FailureReason), Attempts: s.Attempts, CreatedAt: app.T(s.CreatedAt), UpdatedAt: app.T(s.UpdatedAt),
+		PlacedAt: app.TP(s.PlacedAt), CancelledAt: app.TP(s.CancelledAt)}
 	if s.Status == store.ScheduledPlaced || s.Status == store.ScheduledDialing {
 		v.ConversationID = nullable(string(s.ConversationID))
 	}
@@ -111,7 +111,7 @@ func (s *Service) Schedule(ctx context.Context, act app.Actor, body ScheduledCal
 	}
 	dialAt := now
 	if body.DialAt != nil {
-		dialAt = *body.DialAt
+		dialAt = body.DialAt.Time
 		switch {
 		case dialAt.Sub(now) > maxScheduleAhead:
 			return ScheduledCall{}, app.Invalid(jsoncheck.Problem{Pointer: "/dial_at", Code: "out_of_range",

@@ -241,7 +241,7 @@ func (r Rules) CheckCall(ctx context.Context, q *store.Queries, act app.Actor, m
 // outsideWindow is the 422 of a call outside its window, naming when it opens.
 func outsideWindow(opens time.Time) error {
 	e := fault.E(fault.CodeOutsideCallWindow, "The call is outside its call_window, which opens at %s (%s).", opens.Format(time.RFC3339), opens.UTC().Format(time.RFC3339))
-	e.Extra = map[string]any{"opens_at": opens.Format(time.RFC3339)}
+	e.Extra = map[string]any{"opens_at": app.Time{Time: opens}}
 	return e
 }
 

@@ -22,13 +22,13 @@ func (WebCallCreate) SchemaDoc() string { return "A browser voice call to start.
 
 // WebCall is the WebCall object: how a page joins a browser call.
 type WebCall struct {
-	Object          string    `json:"object" jsonschema:"enum=web_call"`
-	ID              string    `json:"id"`
-	ConversationID  string    `json:"conversation_id" jsonschema:"format=uuid"`
-	URL             string    `json:"url" doc:"The page that joins the call." jsonschema:"format=uri"`
-	Token           string    `json:"token" doc:"Joins this one call, once, within 15 minutes."`
-	ExpiresAt       time.Time `json:"expires_at"`
-	ParticipantName string    `json:"participant_name"`
+	Object          string   `json:"object" jsonschema:"enum=web_call"`
+	ID              string   `json:"id"`
+	ConversationID  string   `json:"conversation_id" jsonschema:"format=uuid"`
+	URL             string   `json:"url" doc:"The page that joins the call." jsonschema:"format=uri"`
+	Token           string   `json:"token" doc:"Joins this one call, once, within 15 minutes."`
+	ExpiresAt       app.Time `json:"expires_at"`
+	ParticipantName string   `json:"participant_name"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -71,5 +71,5 @@ func (s *Service) WebCall(ctx context.Context, act app.Actor, body WebCallCreate
 		return WebCall{}, err
 	}
 	return WebCall{Object: "web_call", ID: wc.ID, ConversationID: string(conv.ID), URL: wc.URL, Token: wc.Token,
-		ExpiresAt: wc.ExpiresAt, ParticipantName: participant}, nil
+		ExpiresAt: app.T(wc.ExpiresAt), ParticipantName: participant}, nil
 }

@@ -32,11 +32,11 @@ type AttachmentUpload struct {
 
 // Attachment is the Attachment object.
 type Attachment struct {
-	Object    string    `json:"object" jsonschema:"enum=attachment"`
-	ID        string    `json:"id" jsonschema:"format=uuid"`
-	MIMEType  string    `json:"mime_type" jsonschema:"enum=image/png,enum=image/jpeg,enum=image/gif,enum=image/webp"`
-	Size      int64     `json:"size" jsonschema:"minimum=1"`
-	CreatedAt time.Time `json:"created_at"`
+	Object    string   `json:"object" jsonschema:"enum=attachment"`
+	ID        string   `json:"id" jsonschema:"format=uuid"`
+	MIMEType  string   `json:"mime_type" jsonschema:"enum=image/png,enum=image/jpeg,enum=image/gif,enum=image/webp"`
+	Size      int64    `json:"size" jsonschema:"minimum=1"`
+	CreatedAt app.Time `json:"created_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -73,7 +73,7 @@ func (s *Service) Upload(ctx context.Context, act app.Actor, data []byte, ctype 
 		if err := au.Record("attachment.uploaded", "attachment", string(at.ID), "", map[string]any{"mime_type": ctype, "size": at.Size}); err != nil {
 			return Attachment{}, err
 		}
-		return Attachment{Object: "attachment", ID: string(at.ID), MIMEType: at.MIME, Size: at.Size, CreatedAt: at.CreatedAt}, nil
+		return Attachment{Object: "attachment", ID: string(at.ID), MIMEType: at.MIME, Size: at.Size, CreatedAt: app.T(at.CreatedAt)}, nil
 	})
 	if err != nil {
 		os.Remove(path)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -30,10 +31,10 @@ type Conversation struct {
 	PhoneNumberID   *string         `json:"phone_number_id" jsonschema:"format=uuid,nullable"`
 	Metadata        json.RawMessage `json:"metadata" doc:"Your own data (an object), as sent when the conversation started." jsonschema:"type=object"`
 	Variables       json.RawMessage `json:"variables" doc:"The values of the agent's {{placeholders}} (an object)." jsonschema:"type=object"`
-	CreatedAt       time.Time       `json:"created_at"`
-	RingingAt       *time.Time      `json:"ringing_at" jsonschema:"nullable"`
-	StartedAt       *time.Time      `json:"started_at" jsonschema:"nullable"`
-	EndedAt         *time.Time      `json:"ended_at" jsonschema:"nullable"`
+	CreatedAt       app.Time        `json:"created_at"`
+	RingingAt       *app.Time       `json:"ringing_at" jsonschema:"nullable"`
+	StartedAt       *app.Time       `json:"started_at" jsonschema:"nullable"`
+	EndedAt         *app.Time       `json:"ended_at" jsonschema:"nullable"`
 	DurationSeconds *float64        `json:"duration_seconds" doc:"From started_at to ended_at." jsonschema:"nullable"`
 	Turns           []TurnMetrics   `json:"turns" doc:"Per-turn latency metrics of a voice conversation, written when it ends."`
 	HasRecording    bool            `json:"has_recording"`
@@ -61,8 +62,8 @@ type TranscriptLine struct {
 	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
 	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
 	Text        string          `json:"text"`
-	Start       time.Time       `json:"start"`
-	End         time.Time       `json:"end"`
+	Start       app.Time        `json:"start"`
+	End         app.Time        `json:"end"`
 	Interrupted bool            `json:"interrupted" doc:"An agent line cut by the caller: text is what was heard."`
 	Meta        json.RawMessage `json:"meta" doc:"What else the line carries (an object): a tool's name and arguments, say." jsonschema:"type=object"`
 }
@@ -91,14 +92,14 @@ type TurnMetrics struct {
 	Turn            int         `json:"turn" jsonschema:"minimum=1"`
 	Endpointing     string      `json:"endpointing" doc:"How the end of the turn was decided: provider, vad, max_wait or text."`
 	Interrupted     bool        `json:"interrupted"`
-	SpeechEnd       *time.Time  `json:"speech_end" jsonschema:"nullable"`
-	STTFinal        *time.Time  `json:"stt_final" jsonschema:"nullable"`
-	EndOfTurn       *time.Time  `json:"end_of_turn" jsonschema:"nullable"`
-	LLMRequestSent  *time.Time  `json:"llm_request_sent" jsonschema:"nullable"`
-	LLMFirstToken   *time.Time  `json:"llm_first_token" jsonschema:"nullable"`
-	TTSFirstRequest *time.Time  `json:"tts_first_request" jsonschema:"nullable"`
-	TTSFirstByte    *time.Time  `json:"tts_first_byte" jsonschema:"nullable"`
-	FirstAudioOut   *time.Time  `json:"first_audio_out" jsonschema:"nullable"`
+	SpeechEnd       *app.Time   `json:"speech_end" jsonschema:"nullable"`
+	STTFinal        *app.Time   `json:"stt_final" jsonschema:"nullable"`
+	EndOfTurn       *app.Time   `json:"end_of_turn" jsonschema:"nullable"`
+	LLMRequestSent  *app.Time   `json:"llm_request_sent" jsonschema:"nullable"`
+	LLMFirstToken   *app.Time   `json:"llm_first_token" jsonschema:"nullable"`
+	TTSFirstRequest *app.Time   `json:"tts_first_request" jsonschema:"nullable"`
+	TTSFirstByte    *app.Time   `json:"tts_first_byte" jsonschema:"nullable"`
+	FirstAudioOut   *app.Time   `json:"first_audio_out" jsonschema:"nullable"`
 	LatencyMS       TurnLatency `json:"latency_ms"`
 }
 
@@ -125,7 +126,7 @@ func View(c store.Conversation) Conversation {
 		Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), Status: c.Status, EndReason: nullable(c.EndReason),
 		ExternalID: nullable(c.ExternalID), Language: c.Language, FromNumber: nullable(c.FromNumber), ToNumber: nullable(c.ToNumber),
 		PhoneNumberID: nullable(string(c.PhoneNumberID)), Metadata: OrEmpty(c.Metadata), Variables: OrEmpty(c.Variables),
-		CreatedAt: c.CreatedAt, RingingAt: c.RingingAt, StartedAt: c.StartedAt, EndedAt: c.EndedAt,
+		CreatedAt: app.T(c.CreatedAt), RingingAt: app.TP(c.RingingAt), StartedAt: app.TP(c.StartedAt), EndedAt: app.TP(c.EndedAt),
 		Turns: viewTurns(c.Turns), HasRecording: c.Recording != ""}
 	if c.AgentVersion > 0 {
 		n := c.AgentVersion
@@ -196,11 +197,11 @@ func viewTurns(raw json.RawMessage) []TurnMetrics {
 	var ms []storedTurn
 	_ = json.Unmarshal(raw, &ms)
 	out := make([]TurnMetrics, 0, len(ms))
-	t := func(x time.Time) *time.Time {
+	t := func(x time.Time) *app.Time {
 		if x.IsZero() || x.Year() < 2000 {
 			return nil
 		}
-		return &x
+		return app.TP(&x)
 	}
 	ms2 := func(a, b time.Time) *float64 {
 		if d := span(a, b); d > 0 && a.Year() >= 2000 {

@@ -30,7 +30,7 @@ func TestViewTurns(t *testing.T) {
 	if got.LatencyMS.ParleyShare == nil || *got.LatencyMS.ParleyShare != want {
 		t.Fatalf("parley_share = %v, want %v", got.LatencyMS.ParleyShare, want)
 	}
-	if *got.LatencyMS.Endpointing != 400 || *got.LatencyMS.Total != 803 || *got.EndOfTurn != ms(400) || got.Endpointing != "vad" {
+	if *got.LatencyMS.Endpointing != 400 || *got.LatencyMS.Total != 803 || !got.EndOfTurn.Equal(ms(400)) || got.Endpointing != "vad" {
 		t.Fatalf("turn 1 = %+v", got)
 	}
 	if second := v.Turns[1]; second.SpeechEnd != nil || second.LatencyMS.Total != nil || second.LatencyMS.ParleyShare != nil {

@@ -133,15 +133,15 @@ func (s *Service) List(ctx context.Context, act app.Actor, f Filter, pg store.Pa
 
 // DeletedConversation is the DeletedConversation object: what is left of a deleted one.
 type DeletedConversation struct {
-	Object    string    `json:"object" jsonschema:"enum=deleted_conversation"`
-	ID        string    `json:"id" jsonschema:"format=uuid"`
-	ProjectID string    `json:"project_id" jsonschema:"format=uuid"`
-	AgentID   string    `json:"agent_id" jsonschema:"format=uuid"`
-	Channel   string    `json:"channel" jsonschema:"enum=phone,enum=voice,enum=chat,enum=whatsapp"`
-	Direction string    `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
-	Mode      string    `json:"mode" jsonschema:"enum=live,enum=test"`
-	CreatedAt time.Time `json:"created_at"`
-	DeletedAt time.Time `json:"deleted_at"`
+	Object    string   `json:"object" jsonschema:"enum=deleted_conversation"`
+	ID        string   `json:"id" jsonschema:"format=uuid"`
+	ProjectID string   `json:"project_id" jsonschema:"format=uuid"`
+	AgentID   string   `json:"agent_id" jsonschema:"format=uuid"`
+	Channel   string   `json:"channel" jsonschema:"enum=phone,enum=voice,enum=chat,enum=whatsapp"`
+	Direction string   `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
+	Mode      string   `json:"mode" jsonschema:"enum=live,enum=test"`
+	CreatedAt app.Time `json:"created_at"`
+	DeletedAt app.Time `json:"deleted_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -163,7 +163,7 @@ func (s *Service) ListDeleted(ctx context.Context, act app.Actor, f Filter, pg s
 	out := make([]DeletedConversation, len(cs))
 	for i, c := range cs {
 		out[i] = DeletedConversation{Object: "deleted_conversation", ID: string(c.ID), ProjectID: string(c.ProjectID), AgentID: string(c.AgentID),
-			Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), CreatedAt: c.CreatedAt, DeletedAt: *c.DeletedAt}
+			Channel: c.Channel, Direction: c.Direction, Mode: string(c.Mode), CreatedAt: app.T(c.CreatedAt), DeletedAt: app.T(*c.DeletedAt)}
 	}
 	return out, nil
 }

@@ -24,8 +24,8 @@ type ConversationCommand struct {
 	Status         string          `json:"status" jsonschema:"enum=pending,enum=done,enum=failed"`
 	Reason         *string         `json:"reason" doc:"Why it failed." jsonschema:"nullable"`
 	Params         json.RawMessage `json:"params" doc:"The command's parameters as sent." jsonschema:"type=object"`
-	CreatedAt      time.Time       `json:"created_at"`
-	CompletedAt    *time.Time      `json:"completed_at" jsonschema:"nullable"`
+	CreatedAt      app.Time        `json:"created_at"`
+	CompletedAt    *app.Time       `json:"completed_at" jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -35,7 +35,7 @@ func (ConversationCommand) SchemaDoc() string {
 
 func viewCommand(c store.Command) ConversationCommand {
 	return ConversationCommand{Object: "conversation_command", ID: string(c.ID), ConversationID: string(c.ConversationID), Kind: c.Kind,
-		Status: c.Status, Reason: nullable(c.Reason), Params: OrEmpty(c.Params), CreatedAt: c.CreatedAt, CompletedAt: c.CompletedAt}
+		Status: c.Status, Reason: nullable(c.Reason), Params: OrEmpty(c.Params), CreatedAt: app.T(c.CreatedAt), CompletedAt: app.TP(c.CompletedAt)}
 }
 
 // NoteCreate is the body of addConversationNote.
@@ -171,12 +171,12 @@ func (s *Service) Command(ctx context.Context, act app.Actor, id, cmdID string) 
 
 // Listener is the Listener object: what a page needs to listen to (or take over) a call.
 type Listener struct {
-	Object         string    `json:"object" jsonschema:"enum=listener"`
-	ConversationID string    `json:"conversation_id" jsonschema:"format=uuid"`
-	Mode           string    `json:"mode" jsonschema:"enum=listen,enum=takeover"`
-	URL            string    `json:"url" jsonschema:"format=uri"`
-	Token          string    `json:"token"`
-	ExpiresAt      time.Time `json:"expires_at"`
+	Object         string   `json:"object" jsonschema:"enum=listener"`
+	ConversationID string   `json:"conversation_id" jsonschema:"format=uuid"`
+	Mode           string   `json:"mode" jsonschema:"enum=listen,enum=takeover"`
+	URL            string   `json:"url" jsonschema:"format=uri"`
+	Token          string   `json:"token"`
+	ExpiresAt      app.Time `json:"expires_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -213,7 +213,7 @@ func (s *Service) Listen(ctx context.Context, act app.Actor, id string, b Listen
 	if err != nil {
 		return Listener{}, RuntimeFault(err, false)
 	}
-	return Listener{Object: "listener", ConversationID: string(conv.ID), Mode: li.Mode, URL: li.URL, Token: li.Token, ExpiresAt: li.ExpiresAt}, nil
+	return Listener{Object: "listener", ConversationID: string(conv.ID), Mode: li.Mode, URL: li.URL, Token: li.Token, ExpiresAt: app.T(li.ExpiresAt)}, nil
 }
 
 // RuntimeFault is the classified error of a runtime error (starting, steering or listening to

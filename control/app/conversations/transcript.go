@@ -14,7 +14,7 @@ import (
 
 // Line is the interface's form of a stored transcript line.
 func Line(l store.ConversationLine) TranscriptLine {
-	return TranscriptLine{Object: "transcript_line", Seq: l.Seq, Role: l.Role, Text: l.Text, Start: l.Start, End: l.End, Interrupted: l.Interrupted, Meta: OrEmpty(l.Meta)}
+	return TranscriptLine{Object: "transcript_line", Seq: l.Seq, Role: l.Role, Text: l.Text, Start: app.T(l.Start), End: app.T(l.End), Interrupted: l.Interrupted, Meta: OrEmpty(l.Meta)}
 }
 
 // Lines is the interface's form of stored transcript lines.
@@ -38,7 +38,7 @@ func SessionLine(l session.Line) TranscriptLine {
 	if end.Before(l.Start) {
 		end = l.Start
 	}
-	return TranscriptLine{Object: "transcript_line", Seq: l.Seq, Role: string(l.Role), Text: l.Text, Start: l.Start.UTC().Truncate(time.Microsecond), End: end.UTC().Truncate(time.Microsecond), Interrupted: l.Interrupted, Meta: meta}
+	return TranscriptLine{Object: "transcript_line", Seq: l.Seq, Role: string(l.Role), Text: l.Text, Start: app.T(l.Start.UTC().Truncate(time.Microsecond)), End: app.T(end.UTC().Truncate(time.Microsecond)), Interrupted: l.Interrupted, Meta: meta}
 }
 
 // SchemaDoc describes the object in the document.

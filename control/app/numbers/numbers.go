@@ -6,7 +6,6 @@ package numbers
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
@@ -15,15 +14,15 @@ import (
 
 // PhoneNumber is the PhoneNumber object of the interface.
 type PhoneNumber struct {
-	Object    string    `json:"object" jsonschema:"enum=phone_number"`
-	ID        string    `json:"id" jsonschema:"format=uuid"`
-	ProjectID string    `json:"project_id" jsonschema:"format=uuid"`
-	Number    string    `json:"number" doc:"E.164: + and 7 to 15 digits." jsonschema:"pattern=^\\+[1-9][0-9]{6\\,14}$"`
-	Label     string    `json:"label" doc:"The customer's own label." jsonschema:"maxLength=120"`
-	AgentID   *string   `json:"agent_id" doc:"The agent that answers calls to the number and calls from it; null when none." jsonschema:"format=uuid,nullable"`
-	Trunk     *string   `json:"trunk" doc:"The SIP trunk the number is reached through, by name; null when none is set." jsonschema:"nullable"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Object    string   `json:"object" jsonschema:"enum=phone_number"`
+	ID        string   `json:"id" jsonschema:"format=uuid"`
+	ProjectID string   `json:"project_id" jsonschema:"format=uuid"`
+	Number    string   `json:"number" doc:"E.164: + and 7 to 15 digits." jsonschema:"pattern=^\\+[1-9][0-9]{6\\,14}$"`
+	Label     string   `json:"label" doc:"The customer's own label." jsonschema:"maxLength=120"`
+	AgentID   *string  `json:"agent_id" doc:"The agent that answers calls to the number and calls from it; null when none." jsonschema:"format=uuid,nullable"`
+	Trunk     *string  `json:"trunk" doc:"The SIP trunk the number is reached through, by name; null when none is set." jsonschema:"nullable"`
+	CreatedAt app.Time `json:"created_at"`
+	UpdatedAt app.Time `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -59,7 +58,7 @@ type Service struct {
 // View is the interface's form of a stored number.
 func View(n store.PhoneNumber) PhoneNumber {
 	v := PhoneNumber{Object: "phone_number", ID: string(n.ID), ProjectID: string(n.ProjectID), Number: n.Number,
-		Label: n.Label, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+		Label: n.Label, CreatedAt: app.T(n.CreatedAt), UpdatedAt: app.T(n.UpdatedAt)}
 	if n.AgentID != "" {
 		s := string(n.AgentID)
 		v.AgentID = &s

@@ -4,7 +4,6 @@ package projects
 
 import (
 	"context"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/store"
@@ -12,11 +11,11 @@ import (
 
 // Project is the Project object of the interface.
 type Project struct {
-	Object    string    `json:"object" jsonschema:"enum=project"`
-	ID        string    `json:"id" jsonschema:"format=uuid"`
-	Name      string    `json:"name"`
-	Frozen    bool      `json:"frozen" doc:"A frozen project's objects cannot be changed (409 project_frozen)."`
-	CreatedAt time.Time `json:"created_at"`
+	Object    string   `json:"object" jsonschema:"enum=project"`
+	ID        string   `json:"id" jsonschema:"format=uuid"`
+	Name      string   `json:"name"`
+	Frozen    bool     `json:"frozen" doc:"A frozen project's objects cannot be changed (409 project_frozen)."`
+	CreatedAt app.Time `json:"created_at"`
 }
 
 // Service serves projects.
@@ -33,7 +32,7 @@ func (s *Service) List(ctx context.Context, act app.Actor, pg store.Page) ([]Pro
 	}
 	out := make([]Project, len(ps))
 	for i, p := range ps {
-		out[i] = Project{Object: "project", ID: string(p.ID), Name: p.Name, Frozen: p.Frozen, CreatedAt: p.CreatedAt}
+		out[i] = Project{Object: "project", ID: string(p.ID), Name: p.Name, Frozen: p.Frozen, CreatedAt: app.T(p.CreatedAt)}
 	}
 	return out, nil
 }
