@@ -44,20 +44,20 @@ type MessageSend struct {
 
 // Message is the WhatsappMessage object: one message in or out, with its delivery status.
 type Message struct {
-	Object         string     `json:"object" jsonschema:"enum=whatsapp_message"`
-	ID             string     `json:"id" jsonschema:"format=uuid"`
-	ConversationID *string    `json:"conversation_id" jsonschema:"format=uuid,nullable"`
-	Direction      string     `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
-	Type           string     `json:"type" doc:"Meta's message type: text, image, audio, template, … (an open set)."`
-	Text           *string    `json:"text" doc:"The text, a picture's caption, or the template's name; null when none." jsonschema:"nullable"`
-	Status         string     `json:"status" doc:"Inbound: received, answered, noted (Parley does not handle the type; note says so) or failed. Outbound: pending, accepted (Meta took it), sent, delivered, read or failed (error_code says why). An open set." jsonschema:"enum=received,enum=answered,enum=noted,enum=pending,enum=accepted,enum=sent,enum=delivered,enum=read,enum=failed"`
-	WAMID          *string    `json:"wamid" doc:"Meta's message id; null until Meta took an outbound message." jsonschema:"nullable"`
-	ErrorCode      *int       `json:"error_code" doc:"Meta's error code of a failed message (131047: the 24-hour window had closed, …)." jsonschema:"nullable"`
-	ErrorTitle     *string    `json:"error_title" jsonschema:"nullable"`
-	Note           *string    `json:"note" doc:"What Parley noted about the message." jsonschema:"nullable"`
-	SentAt         *time.Time `json:"sent_at" jsonschema:"nullable"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	Object         string    `json:"object" jsonschema:"enum=whatsapp_message"`
+	ID             string    `json:"id" jsonschema:"format=uuid"`
+	ConversationID *string   `json:"conversation_id" jsonschema:"format=uuid,nullable"`
+	Direction      string    `json:"direction" jsonschema:"enum=inbound,enum=outbound"`
+	Type           string    `json:"type" doc:"Meta's message type: text, image, audio, template, … (an open set)."`
+	Text           *string   `json:"text" doc:"The text, a picture's caption, or the template's name; null when none." jsonschema:"nullable"`
+	Status         string    `json:"status" doc:"Inbound: received, answered, noted (Parley does not handle the type; note says so) or failed. Outbound: pending, accepted (Meta took it), sent, delivered, read or failed (error_code says why). An open set." jsonschema:"enum=received,enum=answered,enum=noted,enum=pending,enum=accepted,enum=sent,enum=delivered,enum=read,enum=failed"`
+	WAMID          *string   `json:"wamid" doc:"Meta's message id; null until Meta took an outbound message." jsonschema:"nullable"`
+	ErrorCode      *int      `json:"error_code" doc:"Meta's error code of a failed message (131047: the 24-hour window had closed, …)." jsonschema:"nullable"`
+	ErrorTitle     *string   `json:"error_title" jsonschema:"nullable"`
+	Note           *string   `json:"note" doc:"What Parley noted about the message." jsonschema:"nullable"`
+	SentAt         *app.Time `json:"sent_at" jsonschema:"nullable"`
+	CreatedAt      app.Time  `json:"created_at"`
+	UpdatedAt      app.Time  `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -75,7 +75,7 @@ func ViewMessage(m store.WhatsAppMessage) Message {
 	}
 	v := Message{Object: "whatsapp_message", ID: string(m.ID), ConversationID: opt(string(m.ConversationID)), Direction: m.Direction,
 		Type: m.Type, Status: m.Status, WAMID: opt(m.WAMID), ErrorCode: m.ErrorCode, ErrorTitle: opt(m.ErrorTitle), Note: opt(m.Note),
-		SentAt: m.SentAt, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		SentAt: app.TP(m.SentAt), CreatedAt: app.T(m.CreatedAt), UpdatedAt: app.T(m.UpdatedAt)}
 	v.Text = opt(messageText(m))
 	return v
 }
@@ -139,7 +139,7 @@ func windowClosed(last *time.Time) error {
 	if last != nil {
 		closed := last.Add(Window).UTC()
 		e = fault.E(fault.CodeWhatsAppWindowClosed, "The 24-hour window closed at %s (24 hours after the user last wrote); a free-form message would be refused by WhatsApp (131047). Start again with an approved template.", closed.Format(time.RFC3339))
-		e.Extra = map[string]any{"closed_at": closed.Format(time.RFC3339)}
+		e.Extra = map[string]any{"closed_at": app.T(closed)}
 	}
 	return e
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
@@ -18,19 +17,19 @@ import (
 // Sender is the WhatsappSender object: a messaging-app number of a project and the agent that
 // answers it. Secrets are named by their vault ids; the verify token is never shown.
 type Sender struct {
-	Object              string    `json:"object" jsonschema:"enum=whatsapp_sender"`
-	ID                  string    `json:"id" jsonschema:"format=uuid"`
-	ProjectID           string    `json:"project_id" jsonschema:"format=uuid"`
-	AgentID             *string   `json:"agent_id" doc:"The agent that answers the number; null when none does." jsonschema:"format=uuid,nullable"`
-	PhoneNumberID       string    `json:"phone_number_id" doc:"Meta's phone-number id (inbound webhooks name it in metadata.phone_number_id)."`
-	BusinessAccountID   *string   `json:"business_account_id" doc:"The WhatsApp Business Account id, whose approved templates start conversations; null when not set." jsonschema:"nullable"`
-	DisplayNumber       string    `json:"display_number" doc:"The number as people see it."`
-	AccessTokenSecretID *string   `json:"access_token_secret_id" doc:"The vault secret holding the Graph API access token; null when not set." jsonschema:"nullable"`
-	AppSecretSecretID   *string   `json:"app_secret_secret_id" doc:"The vault secret holding the Meta app secret that signs webhooks (X-Hub-Signature-256); null when not set." jsonschema:"nullable"`
-	VerifyTokenSet      bool      `json:"verify_token_set" doc:"Whether a webhook verify token is set (the token itself is never shown)."`
-	Connected           bool      `json:"connected" doc:"Whether the number has a business account id and an access token: templates can be listed and conversations started."`
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	Object              string   `json:"object" jsonschema:"enum=whatsapp_sender"`
+	ID                  string   `json:"id" jsonschema:"format=uuid"`
+	ProjectID           string   `json:"project_id" jsonschema:"format=uuid"`
+	AgentID             *string  `json:"agent_id" doc:"The agent that answers the number; null when none does." jsonschema:"format=uuid,nullable"`
+	PhoneNumberID       string   `json:"phone_number_id" doc:"Meta's phone-number id (inbound webhooks name it in metadata.phone_number_id)."`
+	BusinessAccountID   *string  `json:"business_account_id" doc:"The WhatsApp Business Account id, whose approved templates start conversations; null when not set." jsonschema:"nullable"`
+	DisplayNumber       string   `json:"display_number" doc:"The number as people see it."`
+	AccessTokenSecretID *string  `json:"access_token_secret_id" doc:"The vault secret holding the Graph API access token; null when not set." jsonschema:"nullable"`
+	AppSecretSecretID   *string  `json:"app_secret_secret_id" doc:"The vault secret holding the Meta app secret that signs webhooks (X-Hub-Signature-256); null when not set." jsonschema:"nullable"`
+	VerifyTokenSet      bool     `json:"verify_token_set" doc:"Whether a webhook verify token is set (the token itself is never shown)."`
+	Connected           bool     `json:"connected" doc:"Whether the number has a business account id and an access token: templates can be listed and conversations started."`
+	CreatedAt           app.Time `json:"created_at"`
+	UpdatedAt           app.Time `json:"updated_at"`
 }
 
 // SchemaDoc describes the object in the document.
@@ -101,7 +100,7 @@ func ViewSender(s store.WhatsAppSender) Sender {
 	return Sender{Object: "whatsapp_sender", ID: string(s.ID), ProjectID: string(s.ProjectID), AgentID: opt(string(s.AgentID)),
 		PhoneNumberID: s.PhoneNumberID, BusinessAccountID: opt(s.BusinessAccountID), DisplayNumber: s.DisplayNumber,
 		AccessTokenSecretID: opt(s.AccessTokenSecretID), AppSecretSecretID: opt(s.AppSecretSecretID), VerifyTokenSet: s.VerifyToken != "",
-		Connected: s.BusinessAccountID != "" && s.AccessTokenSecretID != "", CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Connected: s.BusinessAccountID != "" && s.AccessTokenSecretID != "", CreatedAt: app.T(s.CreatedAt), UpdatedAt: app.T(s.UpdatedAt)}
 }
 
 // Ready reports whether this deployment runs the channel: a vault for its credentials, the
