@@ -1,0 +1,520 @@
+package api
+
+// issue 19: the messaging-app channel end to end, through the fake Graph API of `parley fakes`
+// (Meta's wire shapes), real HTTP webhooks signed with X-Hub-Signature-256, the job queue and
+// the chat engine, on SQLite and PostgreSQL.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/app/whatsapp"
+	wagraph "github.com/parley-voice/parley/control/channels/whatsapp"
+	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/jobs"
+	"github.com/parley-voice/parley/control/store"
+	"github.com/parley-voice/parley/media"
+	"github.com/parley-voice/parley/session/fakes"
+)
+
+var _ = register(
+	scenario{"WhatsAppInbound", testWhatsAppInbound},
+	scenario{"WhatsAppTemplateWindow", testWhatsAppTemplateWindow},
+	scenario{"WhatsAppSenders", testWhatsAppSenders},
+)
+
+// testSecrets is the vault seam's test implementation: secrets by organization and id.
+type testSecrets struct {
+	mu sync.Mutex
+	m  map[string]string // org/id → value
+}
+
+func (s *testSecrets) Resolve(_ context.Context, org store.OrgID, id string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[string(org)+"/"+id]
+	if !ok {
+		return "", whatsapp.ErrSecretNotFound
+	}
+	return v, nil
+}
+
+// waWorld is a world running the channel: the Graph fake, a vault with the number's token and
+// app secret, a worker on the job queue and the webhook endpoint on a real listener.
+type waWorld struct {
+	*world
+	fake    *fakes.WhatsAppFake
+	hooks   string // URL of /hooks/whatsapp
+	agent   string
+	sender  string
+	secrets *testSecrets
+}
+
+const (
+	waPhoneID   = "106540352242922"
+	waWABA      = "102290129340398"
+	waToken     = "EAAG-test-token"
+	waAppSecret = "0123456789abcdef-app-secret"
+	waVerify    = "verify-me-please"
+)
+
+func newWAWorld(t *testing.T, e engine) *waWorld {
+	t.Helper()
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	ww := &waWorld{world: w, fake: w.tp.Fakes.WhatsApp, secrets: &testSecrets{m: map[string]string{}}}
+	ww.fake.SetToken(waToken)
+	ww.secrets.m[string(w.org.ID)+"/tok"] = waToken
+	ww.secrets.m[string(w.org.ID)+"/app"] = waAppSecret
+	w.api.WhatsApp = nil
+	w.api.WhatsAppGraph = wagraph.New(wagraph.Options{BaseURL: w.tp.URL(), Backoff: time.Millisecond})
+	w.api.WhatsAppSecrets = ww.secrets
+	wk := jobs.NewWorker(jobs.Options{Store: w.st, Bus: w.bus, Owner: "wa-test", PollInterval: 20 * time.Millisecond,
+		Backoff: &jobs.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
+	w.api.JobWaker = wk.Queue()
+	w.api.Services()
+	whatsapp.RegisterJobs(wk, w.api.WhatsApp)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = wk.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(w.api.WhatsAppHooks())
+	t.Cleanup(srv.Close)
+	ww.hooks = srv.URL
+	ww.agent = w.publishedAgent(t, w.p1.ID, "WhatsApp helper "+randHex(2), "inbound", func(a map[string]any) {
+		a["channels"] = []any{"whatsapp", "chat"}
+		a["system_prompt"] = "You help people over WhatsApp."
+	})
+	ww.sender = w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive, body: map[string]any{
+		"project_id": w.p1.ID, "agent_id": ww.agent, "phone_number_id": waPhoneID, "business_account_id": waWABA,
+		"display_number": "+1 555 0100", "access_token_secret_id": "tok", "app_secret_secret_id": "app", "verify_token": waVerify}}).Str("id")
+	return ww
+}
+
+// post posts a webhook body signed with secret and returns Parley's status.
+func (w *waWorld) post(t *testing.T, secret string, body []byte) int {
+	t.Helper()
+	status, err := w.fake.PostWebhook(t.Context(), w.hooks, secret, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+// inbound posts a signed inbound message and requires 200.
+func (w *waWorld) inbound(t *testing.T, in fakes.WhatsAppInbound) []byte {
+	t.Helper()
+	if in.PhoneNumberID == "" {
+		in.PhoneNumberID = waPhoneID
+	}
+	body := w.fake.InboundPayload(in)
+	if st := w.post(t, waAppSecret, body); st != http.StatusOK {
+		t.Fatalf("webhook answered %d", st)
+	}
+	return body
+}
+
+// waitSent waits until the fake was asked to send a message for which match holds.
+func (w *waWorld) waitSent(t *testing.T, what string, match func(fakes.WhatsAppFakeSent) bool) fakes.WhatsAppFakeSent {
+	t.Helper()
+	var got fakes.WhatsAppFakeSent
+	waitFor(t, 15*time.Second, what, func() bool {
+		for _, s := range w.fake.Sent() {
+			if match(s) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (w *waWorld) countSent(match func(fakes.WhatsAppFakeSent) bool) int {
+	n := 0
+	for _, s := range w.fake.Sent() {
+		if match(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// messages lists a conversation's messages.
+func (w *waWorld) messages(t *testing.T, conv string) []map[string]any {
+	t.Helper()
+	r := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/whatsapp/conversations/" + conv + "/messages?limit=100", key: kLive})
+	var out []map[string]any
+	for _, m := range r.JSON["data"].([]any) {
+		out = append(out, m.(map[string]any))
+	}
+	return out
+}
+
+// whatsappConversations lists the organization's whatsapp conversations, newest first.
+func (w *waWorld) whatsappConversations(t *testing.T) []map[string]any {
+	t.Helper()
+	r := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/conversations?channel=whatsapp", key: kLive})
+	var out []map[string]any
+	for _, c := range r.JSON["data"].([]any) {
+		out = append(out, c.(map[string]any))
+	}
+	return out
+}
+
+func textTo(user, text string) func(fakes.WhatsAppFakeSent) bool {
+	return func(s fakes.WhatsAppFakeSent) bool { return s.To == user && s.Type == "text" && s.Text == text }
+}
+
+// testWhatsAppInbound: the verification challenge; an inbound text gets the agent's reply
+// (marked read first); a duplicate delivery is ignored; a bad signature stores nothing; a
+// status update for a failed message is stored with Meta's code and recorded as an event; a
+// voice note is transcribed and answered; a picture reaches the LLM; a sticker gets the polite
+// answer; Meta failing for good is shown on the message; a payload for an unknown number is
+// noted and dropped.
+func testWhatsAppInbound(t *testing.T, e engine) {
+	w := newWAWorld(t, e)
+	ctx := t.Context()
+
+	// Meta's subscription challenge.
+	get := func(token string) (int, string) {
+		resp, err := http.Get(w.hooks + "?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=" + token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if st, body := get(waVerify); st != 200 || body != "1158201444" {
+		t.Fatalf("challenge with the verify token: %d %q", st, body)
+	}
+	if st, _ := get("wrong-token-here"); st != http.StatusForbidden {
+		t.Fatalf("challenge with a wrong token: %d", st)
+	}
+
+	// An inbound text gets the agent's reply, and the message is marked read.
+	const user = "16505551234"
+	first := w.inbound(t, fakes.WhatsAppInbound{From: user, Name: "Ada", Text: "Where is my order?", WAMID: "wamid.IN-1"})
+	reply := w.waitSent(t, "the agent's reply", textTo(user, "You said: Where is my order?"))
+	if reads := w.fake.Reads(); len(reads) == 0 || reads[0] != "wamid.IN-1" {
+		t.Fatalf("marked read: %v", reads)
+	}
+	convs := w.whatsappConversations(t)
+	if len(convs) != 1 || convs[0]["channel"] != "whatsapp" || convs[0]["direction"] != "inbound" || convs[0]["status"] != "in_progress" || convs[0]["from_number"] != "+"+user {
+		t.Fatalf("conversations: %v", convs)
+	}
+	conv := convs[0]["id"].(string)
+	w.waitLine(t, kLive, conv, "You said: Where is my order?")
+	w.fails(t, http.StatusConflict, fault.CodeNoLiveTranscript, req{method: "GET", path: "/v1/conversations/" + conv + "/live", key: kLive})
+
+	// The same delivery again (Meta retries), then another message: one reply each.
+	if st := w.post(t, waAppSecret, first); st != 200 {
+		t.Fatalf("duplicate delivery answered %d", st)
+	}
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "Thanks", WAMID: "wamid.IN-2"})
+	w.waitSent(t, "the second reply", textTo(user, "You said: Thanks"))
+	if n := w.countSent(textTo(user, "You said: Where is my order?")); n != 1 {
+		t.Fatalf("the duplicate was answered: %d replies", n)
+	}
+	ms := w.messages(t, conv)
+	if len(ms) != 4 || ms[0]["wamid"] != "wamid.IN-1" || ms[0]["status"] != "answered" || ms[1]["direction"] != "outbound" ||
+		ms[1]["wamid"] != reply.WAMID || ms[1]["status"] != "accepted" || ms[1]["text"] != "You said: Where is my order?" {
+		t.Fatalf("messages: %v", ms)
+	}
+
+	// A bad signature is refused and stores nothing; so is a missing one.
+	jobsBefore := countJobs(t, w.st, whatsapp.KindWebhook)
+	bad := w.fake.InboundPayload(fakes.WhatsAppInbound{PhoneNumberID: waPhoneID, From: user, Text: "forged", WAMID: "wamid.FORGED"})
+	if st := w.post(t, "not-the-app-secret", bad); st != http.StatusUnauthorized {
+		t.Fatalf("a bad signature answered %d", st)
+	}
+	resp, err := http.Post(w.hooks, "application/json", bytes.NewReader(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no signature answered %d", resp.StatusCode)
+	}
+	if n := countJobs(t, w.st, whatsapp.KindWebhook); n != jobsBefore {
+		t.Fatalf("a refused webhook queued work: %d jobs, were %d", n, jobsBefore)
+	}
+	if got, err := w.st.Queries.GetWhatsAppMessage(ctx, "00000000-0000-0000-0000-000000000000"); err == nil {
+		t.Fatalf("unexpected %v", got)
+	}
+
+	// A failed status update: stored on the message with Meta's code, and an event.
+	if st := w.post(t, waAppSecret, w.fake.StatusPayload(waPhoneID, reply.WAMID, "delivered", user, 0, "")); st != 200 {
+		t.Fatal(st)
+	}
+	if st := w.post(t, waAppSecret, w.fake.StatusPayload(waPhoneID, reply.WAMID, "failed", user, 131026, "Message undeliverable")); st != 200 {
+		t.Fatal(st)
+	}
+	waitFor(t, 10*time.Second, "the failed status", func() bool {
+		m := w.messages(t, conv)[1]
+		return m["status"] == "failed" && m["error_code"] == float64(131026) && m["error_title"] == "Message undeliverable"
+	})
+	waitFor(t, 5*time.Second, "the failed event", func() bool { return hasEvent(t, w.st, w.org.ID, "whatsapp.message.failed", conv) })
+
+	// A voice note (Ogg/Opus) is transcribed through the agent's STT (the Deepgram fake hears
+	// its first scripted line) and answered.
+	pcm := make([]int16, 16000)
+	for i := range pcm {
+		pcm[i] = int16(9000 * math.Sin(2*math.Pi*300*float64(i)/16000))
+	}
+	ogg, err := media.EncodeOggOpus(pcm, 16000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Type: "audio", MediaID: w.fake.AddMedia(ogg, "audio/ogg; codecs=opus"), WAMID: "wamid.VOICE"})
+	w.waitSent(t, "the voice note's answer", textTo(user, "You said: (voice note, transcribed) hello there"))
+	w.waitLine(t, kLive, conv, "(voice note, transcribed) hello there")
+
+	// A picture goes to the LLM as an attachment of the message.
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Type: "image", Text: "Is this broken?", MediaID: w.fake.AddMedia(pngBytes(t), "image/png"), WAMID: "wamid.PIC"})
+	w.waitSent(t, "the picture's answer", textTo(user, "You said: Is this broken?"))
+	if reqs := w.tp.Fakes.Chat.Requests(); !strings.Contains(string(reqs[len(reqs)-1].Raw), "image/png;base64,") {
+		t.Fatalf("the picture did not reach the LLM")
+	}
+
+	// A sticker: the polite answer, and a note on the message.
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Type: "sticker", MediaID: "123", WAMID: "wamid.STICKER"})
+	w.waitSent(t, "the polite answer", textTo(user, "I can only read text, pictures and voice notes here."))
+	waitFor(t, 5*time.Second, "the sticker's note", func() bool {
+		for _, m := range w.messages(t, conv) {
+			if m["wamid"] == "wamid.STICKER" {
+				return m["status"] == "noted" && m["note"] == "a sticker message is not handled"
+			}
+		}
+		return false
+	})
+
+	// Meta failing for good (a 400 with its code): the failure is shown on the message.
+	w.fake.FailNext(1, 400, 131026, "Message undeliverable")
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "Are you there?", WAMID: "wamid.IN-3"})
+	waitFor(t, 10*time.Second, "the reply's failure", func() bool {
+		for _, m := range w.messages(t, conv) {
+			if m["direction"] == "outbound" && m["text"] == "You said: Are you there?" {
+				return m["status"] == "failed" && m["error_code"] == float64(131026)
+			}
+		}
+		return false
+	})
+	// A 503 twice is retried (by the client, then the job) and the reply goes out.
+	w.fake.FailNext(4, 503, 131016, "Service unavailable")
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "Hello again", WAMID: "wamid.IN-4"})
+	w.waitSent(t, "the reply after 503s", textTo(user, "You said: Hello again"))
+
+	// A delivery for a number nobody connected is noted (a dead job) and stores nothing.
+	deadBefore := countDead(t, w.st, whatsapp.KindWebhook)
+	w.inbound(t, fakes.WhatsAppInbound{PhoneNumberID: "999999", From: user, Text: "hi", WAMID: "wamid.NOBODY"})
+	waitFor(t, 5*time.Second, "the note of an unknown number", func() bool { return countDead(t, w.st, whatsapp.KindWebhook) > deadBefore })
+	for _, m := range w.messages(t, conv) {
+		if m["wamid"] == "wamid.NOBODY" {
+			t.Fatalf("a message of an unknown number was stored")
+		}
+	}
+	if len(w.whatsappConversations(t)) != 1 {
+		t.Fatalf("more than one conversation")
+	}
+}
+
+// testWhatsAppTemplateWindow: the templates of the business account (every page, approved
+// only, cached); a conversation started with a template; the 24-hour window with an injected
+// clock: closed before the user writes, open after, closed again a day later.
+func testWhatsAppTemplateWindow(t *testing.T, e engine) {
+	w := newWAWorld(t, e)
+	tpls := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/whatsapp/senders/" + w.sender + "/templates", key: kLive}).JSON["data"].([]any)
+	if len(tpls) != 2 {
+		t.Fatalf("approved templates: %v", tpls)
+	}
+	ou := tpls[0].(map[string]any)
+	if ou["name"] != "order_update" || ou["parameter_format"] != "positional" || len(ou["parameters"].([]any)) != 2 ||
+		ou["parameters"].([]any)[0].(map[string]any)["example"] != "Ada" || tpls[1].(map[string]any)["parameter_format"] != "named" {
+		t.Fatalf("order_update: %v", tpls)
+	}
+	w.must(t, http.StatusOK, req{method: "GET", path: "/v1/whatsapp/senders/" + w.sender + "/templates?refresh=true", key: kLive})
+
+	const user = "16505550000"
+	start := func(tpl string, params []any) *resp {
+		use := map[string]any{"name": tpl, "language": "en_US"}
+		if params != nil {
+			use["parameters"] = params
+		}
+		return w.do(t, req{method: "POST", path: "/v1/whatsapp/conversations", key: kLive, body: map[string]any{
+			"sender_id": w.sender, "to": "+" + user, "template": use}})
+	}
+	if r := start("spring_sale", nil); r.Status != 422 || r.Code() != fault.CodeWhatsAppTemplateNotFound {
+		t.Fatalf("a template pending review: %s", r)
+	}
+	if r := start("order_update", []any{"Ada"}); r.Status != 422 || r.Code() != fault.CodeWhatsAppTemplateNotFound {
+		t.Fatalf("a parameter missing: %s", r)
+	}
+	w.fails(t, http.StatusForbidden, fault.CodeLiveKeyRequired, req{method: "POST", path: "/v1/whatsapp/conversations", key: kTest, body: map[string]any{
+		"sender_id": w.sender, "to": user, "template": map[string]any{"name": "order_update", "language": "en_US"}}})
+	r := start("order_update", []any{"Ada", "#1234"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("start: %s", r)
+	}
+	conv := r.Str("id")
+	tr := r.JSON["transcript"].([]any)
+	opener := "Your order\n\nHello Ada, your order #1234 has shipped. Reply here with any question.\n\nAcme Shop"
+	if r.Str("channel") != "whatsapp" || r.Str("direction") != "outbound" || len(tr) != 1 || tr[0].(map[string]any)["text"] != opener {
+		t.Fatalf("started: %s", r)
+	}
+	sent := w.waitSent(t, "the template", func(s fakes.WhatsAppFakeSent) bool { return s.Template == "order_update" && s.To == user })
+	if len(sent.Params) != 2 || sent.Params[1] != "#1234" {
+		t.Fatalf("template sent: %+v", sent)
+	}
+
+	// Before the user writes, only templates: 409 with no closing time.
+	say := func(text string) *resp {
+		return w.do(t, req{method: "POST", path: "/v1/whatsapp/conversations/" + conv + "/messages", key: kLive, body: map[string]any{"text": text}})
+	}
+	if r := say("Any news?"); r.Status != http.StatusConflict || r.Code() != fault.CodeWhatsAppWindowClosed || r.JSON["closed_at"] != nil {
+		t.Fatalf("before the user wrote: %s", r)
+	}
+	// The user answers: the agent replies with the template in its history; the window is open.
+	now := time.Now()
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "When will it arrive?", At: now})
+	w.waitSent(t, "the agent's reply", textTo(user, "You said: When will it arrive?"))
+	if reqs := w.tp.Fakes.Chat.Requests(); !strings.Contains(string(reqs[len(reqs)-1].Raw), "your order #1234 has shipped") {
+		t.Fatalf("the template is not in the agent's history")
+	}
+	long := strings.Repeat("This sentence is part of a long answer. ", 150) // 6,000 characters
+	if r := say(long); r.Status != http.StatusAccepted || len(r.JSON["data"].([]any)) != 2 {
+		t.Fatalf("a long message in the window: %s", r)
+	}
+	isPart := func(s fakes.WhatsAppFakeSent) bool { return s.To == user && strings.HasPrefix(s.Text, "This sentence") }
+	waitFor(t, 15*time.Second, "both parts", func() bool { return w.countSent(isPart) == 2 })
+	var parts []string
+	for _, s := range w.fake.Sent() {
+		if isPart(s) {
+			if len([]rune(s.Text)) > 4096 || !strings.HasSuffix(s.Text, "long answer.") {
+				t.Fatalf("a part over 4,096 characters, or not cut at a sentence end: %d", len(s.Text))
+			}
+			parts = append(parts, s.Text)
+		}
+	}
+	if strings.Join(parts, " ") != strings.TrimSpace(long) {
+		t.Fatalf("the parts do not make the message")
+	}
+	// A day and a minute later (the injected clock): closed, saying when.
+	later := now.Add(24*time.Hour + time.Minute)
+	w.now.Store(&later)
+	r = say("Still there?")
+	if r.Status != http.StatusConflict || r.Code() != fault.CodeWhatsAppWindowClosed {
+		t.Fatalf("after the window: %s", r)
+	}
+	if closed, _ := time.Parse(time.RFC3339, r.JSON["closed_at"].(string)); closed.Unix() != now.Add(24*time.Hour).Unix() {
+		t.Fatalf("closed_at %v, want %v", r.JSON["closed_at"], now.Add(24*time.Hour))
+	}
+	// The idle conversation is ended by the worker's periodic job.
+	if n, err := w.api.WhatsApp.EndIdle(t.Context()); err != nil || n != 1 {
+		t.Fatalf("EndIdle: %d %v", n, err)
+	}
+	w.waitStatus(t, kLive, conv, "ended")
+	w.fails(t, http.StatusConflict, fault.CodeConversationEnded, req{method: "POST", path: "/v1/whatsapp/conversations/" + conv + "/messages", key: kLive, body: map[string]any{"text": "x"}})
+}
+
+// testWhatsAppSenders: the sender extensions, the 404 of another's number, 409 without a
+// connection, 501 without the vault, and the messages of a chat refused.
+func testWhatsAppSenders(t *testing.T, e engine) {
+	w := newWAWorld(t, e)
+	path := "/v1/whatsapp/senders/" + w.sender
+	list := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/whatsapp/senders", key: kLive}).JSON["data"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["connected"] != true || list[0].(map[string]any)["verify_token_set"] != true {
+		t.Fatalf("senders: %v", list)
+	}
+	if r := w.must(t, http.StatusOK, req{method: "GET", path: path, key: kLive}); strings.Contains(string(r.Body), waVerify) || strings.Contains(string(r.Body), waToken) {
+		t.Fatalf("a secret in the answer: %s", r)
+	}
+	w.fails(t, http.StatusConflict, fault.CodeWhatsAppSenderTaken, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
+		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": waPhoneID}})
+	r := w.do(t, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
+		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": "42", "access_token_secret_id": "nope"}})
+	if r.Status != 422 || !strings.Contains(string(r.Body), "/access_token_secret_id") {
+		t.Fatalf("an unknown secret: %s", r)
+	}
+	w.fails(t, http.StatusNotFound, fault.CodeWhatsAppSenderNotFound, req{method: "GET", path: "/v1/whatsapp/senders/" + randomID(), key: kLive})
+	// No agent: a start is refused.
+	w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"agent_id": nil}})
+	w.fails(t, http.StatusConflict, fault.CodeWhatsAppNoAgent, req{method: "POST", path: "/v1/whatsapp/conversations", key: kLive,
+		body: map[string]any{"sender_id": w.sender, "to": "16505550001", "template": map[string]any{"name": "welcome", "language": "en_US"}}})
+	// No access token: 409 not connected.
+	ch := w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"access_token_secret_id": nil, "agent_id": w.agent}})
+	if ch.JSON["connected"] != false || ch.JSON["access_token_secret_id"] != nil {
+		t.Fatalf("after clearing the token: %s", ch)
+	}
+	w.fails(t, http.StatusConflict, fault.CodeWhatsAppNotConnected, req{method: "GET", path: path + "/templates", key: kLive})
+	// Meta refusing the token: 502.
+	w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"access_token_secret_id": "tok"}})
+	w.secrets.mu.Lock()
+	w.secrets.m[string(w.org.ID)+"/tok"] = "expired-token"
+	w.secrets.mu.Unlock()
+	w.fails(t, http.StatusBadGateway, fault.CodeWhatsAppUpstream, req{method: "GET", path: path + "/templates?refresh=true", key: kLive})
+	// A chat is not a messaging-app conversation.
+	chat := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": w.agent}}).Str("id")
+	w.fails(t, http.StatusConflict, fault.CodeNotWhatsApp, req{method: "GET", path: "/v1/whatsapp/conversations/" + chat + "/messages", key: kLive})
+	// Without the vault the deployment does not run the channel.
+	svc := w.api.WhatsApp
+	w.api.WhatsApp = &whatsapp.Service{Store: w.st, Graph: svc.Graph, Engine: svc.Engine}
+	w.fails(t, http.StatusNotImplemented, fault.CodeWhatsAppUnavailable, req{method: "GET", path: path + "/templates", key: kLive})
+	w.api.WhatsApp = svc
+	w.must(t, http.StatusOK, req{method: "DELETE", path: path, key: kLive})
+	w.fails(t, http.StatusNotFound, fault.CodeWhatsAppSenderNotFound, req{method: "DELETE", path: path, key: kLive})
+	// A disconnected number's webhooks are refused.
+	if st := w.post(t, waAppSecret, w.fake.InboundPayload(fakes.WhatsAppInbound{PhoneNumberID: waPhoneID, From: "1", Text: "x"})); st != http.StatusUnauthorized {
+		t.Fatalf("a webhook after disconnecting: %d", st)
+	}
+}
+
+func randomID() string { return "0190a6f0-0000-7000-8000-" + fmt.Sprintf("%012d", time.Now().UnixNano()%1e12) }
+
+// countJobs counts the queue's jobs of a kind.
+func countJobs(t *testing.T, st *store.Store, kind string) int {
+	t.Helper()
+	js, err := st.ListJobs(t.Context(), store.JobFilter{Kind: kind, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(js)
+}
+
+// countDead counts the dead jobs of a kind (a noted delivery).
+func countDead(t *testing.T, st *store.Store, kind string) int {
+	t.Helper()
+	js, err := st.ListJobs(t.Context(), store.JobFilter{Kind: kind, State: store.JobDead, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(js)
+}
+
+// hasEvent reports whether the organization has an event of a type for a conversation.
+func hasEvent(t *testing.T, st *store.Store, org store.OrgID, typ, conv string) bool {
+	t.Helper()
+	es, err := st.ListEvents(t.Context(), org, store.ModeLive, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.Type == typ && string(e.ConversationID) == conv {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = errors.New
