@@ -480,7 +480,9 @@ func testWhatsAppSenders(t *testing.T, e engine) {
 	}
 }
 
-func randomID() string { return "0190a6f0-0000-7000-8000-" + fmt.Sprintf("%012d", time.Now().UnixNano()%1e12) }
+func randomID() string {
+	return "0190a6f0-0000-7000-8000-" + fmt.Sprintf("%012d", time.Now().UnixNano()%1e12)
+}
 
 // countJobs counts the queue's jobs of a kind.
 func countJobs(t *testing.T, st *store.Store, kind string) int {
