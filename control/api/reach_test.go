@@ -66,6 +66,8 @@ var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id"
 // (it must pass the body checks, which run before the object is loaded).
 var reachBodies = map[string]func() any{
 	"replaceAgentDefinition": func() any { return map[string]any{"definition": definition("Reach", "custom", "outbound")} },
+	"updateWhatsappSender":   func() any { return map[string]any{"display_number": "+1 555 0100"} }, // issue 19
+	"sendWhatsappMessage":    func() any { return map[string]any{"text": "Hello"} },
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
