@@ -85,8 +85,8 @@ func (rt *Runtime) execute(ctx context.Context, l *live, cmd store.Command) (sta
 			l.stop(session.EndTransferred)
 			return store.CommandDone, ""
 		}
-		if l.conv.Channel == store.ChannelChat {
-			return store.CommandFailed, "a chat cannot be transferred"
+		if l.conv.Channel == store.ChannelChat || l.conv.Channel == store.ChannelWhatsApp {
+			return store.CommandFailed, "a " + l.conv.Channel + " conversation cannot be transferred"
 		}
 		sc = session.Command{Kind: session.CommandTransfer, Transfer: session.TransferRequest{
 			Destination: p.Destination, Mode: session.TransferMode(p.Mode), Summary: p.Summary}}

@@ -111,8 +111,8 @@ func Split(text string, max int) []string {
 		runes := []rune(text)
 		head := string(runes[:max])
 		cut := -1
-		for i := len(head) - 1; i > len(head)/3 && cut < 0; i-- { // a sentence end followed by a space
-			if (head[i] == '.' || head[i] == '!' || head[i] == '?' || head[i] == '\n') && i+1 < len(head) && (head[i+1] == ' ' || head[i+1] == '\n') {
+		for i := len(head) - 1; i > len(head)/3 && cut < 0; i-- { // a sentence end followed by a space (text is longer than head)
+			if (head[i] == '.' || head[i] == '!' || head[i] == '?' || head[i] == '\n') && (text[i+1] == ' ' || text[i+1] == '\n') {
 				cut = i + 1
 			}
 		}
