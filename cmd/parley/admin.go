@@ -44,6 +44,7 @@ func adminCommand() *command {
 		numbersCommand(),
 		trunksCommand(),
 		agentsCommand(),
+		whatsappCommand(), // issue 19
 		jobsCommand(),
 		{name: "credit", short: "organization credit", subs: []*command{
 			{name: "add", short: "add credit (--org, --amount in USD, may be negative; --adjustment)", run: adminLeaf(creditAdd)},
