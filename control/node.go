@@ -77,14 +77,14 @@ func NewNode(ctx context.Context, cfg *config.Config, log *slog.Logger, out io.W
 	} else if len(fixed) > 0 {
 		log.Warn("data files were readable by other users; made them private (directories 0700, files 0600)", "dir", cfg.DataDir, "changed", len(fixed))
 	}
-	key, created, err := secrets.LoadKey(cfg.MasterKey, cfg.DataDir)
+	key, previous, created, err := secrets.LoadKeys(cfg.MasterKey, cfg.MasterKeyPrevious, cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
 	if created {
 		log.Warn("generated a new master key; back it up or set PARLEY_MASTER_KEY", "file", cfg.DataDir+"/"+secrets.KeyFile)
 	}
-	box, err := secrets.NewBox(key)
+	box, err := secrets.NewKeyring(key, previous...)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (n *Node) routes() http.Handler {
 		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log,
+	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log, Box: n.Box,
 		KeyRatePerMin: n.cfg.KeyRatePerMin, OrgRatePerMin: n.cfg.OrgRatePerMin, BaseURL: n.cfg.BaseURL}
 	n.conversationAPI(a)
 	n.api = a // the worker role uses it too

@@ -43,6 +43,7 @@ func adminCommand() *command {
 		}},
 		numbersCommand(),
 		trunksCommand(),
+		masterKeyCommand(), // issue 17
 		agentsCommand(),
 		whatsappCommand(), // issue 19
 		jobsCommand(),

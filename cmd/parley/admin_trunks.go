@@ -51,11 +51,11 @@ func toTrunkJSON(t store.Trunk) trunkJSON {
 // masterBox opens the master key the server uses (configured, or the key file of the data
 // directory, created on first use like the server does).
 func (a *adminCtx) masterBox() (*secrets.Box, error) {
-	key, _, err := secrets.LoadKey(a.config.MasterKey, a.config.DataDir)
+	key, previous, _, err := secrets.LoadKeys(a.config.MasterKey, a.config.MasterKeyPrevious, a.config.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
-	return secrets.NewBox(key)
+	return secrets.NewKeyring(key, previous...)
 }
 
 func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -59,6 +61,9 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
+	Box   *secrets.Box
+	Vault *vault.Service
 
 	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
 	// WhatsAppSecrets the vault; without either the channel answers 501.
@@ -90,6 +95,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Vault == nil {
+		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
 	}
 	a.Services()
 	r := chi.NewRouter()

@@ -32,6 +32,7 @@ import (
 	"github.com/parley-voice/parley/control/bus"
 	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/secrets"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/internal/testenv"
 )
@@ -193,7 +194,7 @@ func newWorld(t testing.TB, st *store.Store, o worldOpts) *world {
 	if logOut == nil {
 		logOut = io.Discard
 	}
-	w.api = &API{Store: st, Bus: b, Log: slog.New(slog.NewTextHandler(logOut, nil)), KeyRatePerMin: o.keyRate, OrgRatePerMin: o.orgRate,
+	w.api = &API{Store: st, Bus: b, Box: testBox, Log: slog.New(slog.NewTextHandler(logOut, nil)), KeyRatePerMin: o.keyRate, OrgRatePerMin: o.orgRate,
 		Now: func() time.Time {
 			if p := w.now.Load(); p != nil {
 				return *p
@@ -216,6 +217,9 @@ func newWorld(t testing.TB, st *store.Store, o worldOpts) *world {
 	})
 	return w
 }
+
+// testBox is the master key of the API tests' vault (issue 17).
+var testBox, _ = secrets.NewBox(bytes.Repeat([]byte{0x5a}, secrets.KeySize))
 
 func randHex(n int) string {
 	b := make([]byte, n)

@@ -14,6 +14,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
+	ops = append(ops, vaultOperations()...)    // issue 17
 	ops = append(ops, whatsappOperations()...) // issue 19
 	return append(ops, conversationOperations()...)
 })

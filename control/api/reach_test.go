@@ -57,10 +57,15 @@ var reachObjects = map[string]reachObject{
 			body: map[string]any{"agent_id": ids["agent_id"], "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"},
 				"dial_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}}).Str("id")
 	}},
+	// issue 17: the vault, tools and MCP servers.
+	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach-" + randHex(3), "type": "bearer", "value": "reach-value"}}).Str("id")
+	}},
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "sender_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "sender_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

@@ -78,14 +78,16 @@ type Config struct {
 	MediaAddr     string
 	WebRTCUDPPort int
 	MasterKey     string
-	LogLevel      slog.Level
-	LogFormat     string
-	DrainTimeout  time.Duration
-	MaxBodyBytes  int64
-	KeyRatePerMin int
-	OrgRatePerMin int
-	NodeID        string
-	Pprof         bool
+	// MasterKeyPrevious lists (comma-separated) previous master keys still accepted (issue 17).
+	MasterKeyPrevious string
+	LogLevel          slog.Level
+	LogFormat         string
+	DrainTimeout      time.Duration
+	MaxBodyBytes      int64
+	KeyRatePerMin     int
+	OrgRatePerMin     int
+	NodeID            string
+	Pprof             bool
 
 	// Outbound requests to customer URLs (internal/netguard).
 	OutboundAllowPrivate bool
@@ -150,6 +152,8 @@ func settings() []scopedSetting {
 		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
+		// issue 17: the previous master keys still accepted during a rotation.
+		{setting{"master-key-previous", "PARLEY_MASTER_KEY_PREVIOUS", "", "comma-separated previous master keys still accepted for reading during a rotation (parley admin master-key rotate); remove them once the rotation is done", setMasterKeyPrevious}, ScopeStore | ScopeServe},
 		{setting{"log-level", "PARLEY_LOG_LEVEL", "info", "log level: debug, info, warn, error", setLogLevel}, ScopeStore | ScopeServe},
 		{setting{"log-format", "PARLEY_LOG_FORMAT", "text", "log format: text or json", setLogFormat}, ScopeStore | ScopeServe},
 		{setting{"drain-timeout", "PARLEY_DRAIN_TIMEOUT", "30s", "on SIGTERM, how long requests and calls in progress may take to finish", setDuration(func(c *Config) *time.Duration { return &c.DrainTimeout })}, ScopeServe},
@@ -591,6 +595,19 @@ func setMasterKey(c *Config, v string) error {
 		return err
 	}
 	c.MasterKey = v
+	return nil
+}
+
+func setMasterKeyPrevious(c *Config, v string) error {
+	for _, k := range strings.Split(v, ",") {
+		if strings.TrimSpace(k) == "" {
+			continue
+		}
+		if _, err := secrets.DecodeKey(k); err != nil {
+			return err
+		}
+	}
+	c.MasterKeyPrevious = v
 	return nil
 }
 

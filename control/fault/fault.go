@@ -158,6 +158,11 @@ const (
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
 
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound  = "vault_secret_not_found"
+	CodeSecretNameTaken = "vault_secret_name_taken"
+	CodeSecretInUse     = "vault_secret_in_use"
+
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable      = "whatsapp_unavailable"
 	CodeWhatsAppSenderNotFound   = "whatsapp_sender_not_found"
@@ -244,6 +249,10 @@ var Codes = map[string]Code{
 
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
+	// issue 17: the vault, tools and MCP servers.
+	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable:      {501, "This deployment does not run the messaging-app channel (no conversation runtime, or no vault to hold its credentials)."},
 	CodeWhatsAppSenderNotFound:   {404, "This key reaches no such messaging-app number."},

@@ -32,3 +32,15 @@ func (q *Queries) PutSettingOnce(ctx context.Context, name, value string) (strin
 	}
 	return q.GetSetting(ctx, name)
 }
+
+// PutSetting stores a setting, replacing its value (a master key rotation's new check value).
+func (q *Queries) PutSetting(ctx context.Context, name, value string) error {
+	if name == "" || value == "" {
+		return fmt.Errorf("store: %w: a setting needs a name and a value", ErrInvalid)
+	}
+	_, err := q.exec(ctx, "put setting",
+		`INSERT INTO service_settings (name, value, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+		name, value, ts(q.s.timeNow()))
+	return err
+}
