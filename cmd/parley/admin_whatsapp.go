@@ -1,8 +1,9 @@
 package main
 
 // issue 19: `parley admin whatsapp`: the operator connects, lists, changes and disconnects the
-// messaging-app numbers of projects. The access token and the app secret are vault secrets,
-// named by id; the verify token is read from an environment variable, never a flag (flags
+// messaging-app numbers of projects. The access token and the app secret are vault secrets of
+// the project, named by id (parley admin cannot create them: use POST /v1/vault/secrets); the
+// verify token is read from an environment variable, never a flag (flags
 // show in process lists), and never printed.
 
 import (
@@ -12,6 +13,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/store"
 )
@@ -60,6 +63,9 @@ func (f senderFlags) verifyToken() (string, error) {
 }
 
 func senderError(err error, agent string) error {
+	if f := cliError(err); f != err {
+		return f // a secret the project's vault does not hold
+	}
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return errors.New("this phone-number id is connected already")
@@ -69,6 +75,20 @@ func senderError(err error, agent string) error {
 		return usageError{err.Error()}
 	}
 	return err
+}
+
+// linkSecrets records in tx which vault secrets the sender uses (none once deleted).
+func linkSecrets(a *adminCtx, tx *store.Tx, s store.WhatsAppSender) error {
+	org, err := tx.GetOrg(a.ctx, s.OrgID)
+	if err != nil {
+		return err
+	}
+	name := s.DisplayNumber
+	if name == "" {
+		name = s.PhoneNumberID
+	}
+	return vault.Link(a.ctx, tx, app.OperatorActor(org, operatorName), s.ProjectID, store.SecretUse{Type: "whatsapp_sender", ID: string(s.ID), Name: name},
+		s.AccessTokenSecretID, s.AppSecretSecretID)
 }
 
 func printSender(a *adminCtx, verb string, s store.WhatsAppSender) error {
@@ -100,6 +120,9 @@ func whatsappAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 				AgentID: store.AgentID(*f.agent), PhoneNumberID: *phoneID, BusinessAccountID: *f.waba, DisplayNumber: *f.display,
 				AccessTokenSecretID: *f.token, AppSecretSecretID: *f.app, VerifyToken: verify})
 			if err != nil {
+				return err
+			}
+			if err := linkSecrets(a, tx, s); err != nil {
 				return err
 			}
 			return tx.InsertAudit(a.ctx, operatorEvent(p.OrgID, p.ID, "whatsapp_sender.created", "whatsapp_sender", string(s.ID),
@@ -200,6 +223,9 @@ func whatsappUpdate(fs *flag.FlagSet) func(a *adminCtx) error {
 			if s, err = tx.WhatsAppSenders().Change(a.ctx, store.OrgScope(s.OrgID), s.ID, ch); err != nil {
 				return err
 			}
+			if err := linkSecrets(a, tx, s); err != nil {
+				return err
+			}
 			return tx.InsertAudit(a.ctx, operatorEvent(s.OrgID, s.ProjectID, "whatsapp_sender.updated", "whatsapp_sender", string(s.ID), data))
 		})
 		if err != nil {
@@ -217,6 +243,11 @@ func whatsappRemove(fs *flag.FlagSet) func(a *adminCtx) error {
 		}
 		err = a.st.Tx(a.ctx, func(tx *store.Tx) error {
 			if _, err := tx.WhatsAppSenders().Delete(a.ctx, store.OrgScope(s.OrgID), s.ID); err != nil {
+				return err
+			}
+			gone := s
+			gone.AccessTokenSecretID, gone.AppSecretSecretID = "", ""
+			if err := linkSecrets(a, tx, gone); err != nil {
 				return err
 			}
 			return tx.InsertAudit(a.ctx, operatorEvent(s.OrgID, s.ProjectID, "whatsapp_sender.deleted", "whatsapp_sender", string(s.ID),

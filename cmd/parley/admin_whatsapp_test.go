@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/parley-voice/parley/control/secrets"
+	"github.com/parley-voice/parley/control/store"
 )
 
 // TestAdminWhatsApp drives `parley admin whatsapp add|list|update|remove` on an embedded store:
@@ -23,8 +27,32 @@ func TestAdminWhatsApp(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &boot); err != nil {
 		t.Fatal(err)
 	}
+	// The token and app secret in the project's vault, sealed with the data directory's key.
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _, err := secrets.LoadKey("", dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := secrets.NewBox(key)
+	sc := store.OrgScope(store.OrgID(boot.OrganizationID))
+	tok, err := st.Vault().Create(ctx, sc, box, store.NewSecret{ProjectID: store.ProjectID(boot.ProjectID), Name: "token", Type: store.SecretBearer, Value: "EAAG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := st.Vault().Create(ctx, sc, box, store.NewSecret{ProjectID: store.ProjectID(boot.ProjectID), Name: "app", Type: store.SecretBearer, Value: "app-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, env, "admin", "whatsapp", "add", "--project", boot.ProjectID, "--phone-number-id", "1", "--token-secret", "0190a6f0-0000-7000-8000-000000000001"); code != 1 || !strings.Contains(errOut, "vault_secret_not_found") {
+		t.Fatalf("an unknown secret: %d %s", code, errOut)
+	}
 	out, errOut, code = runCLI(t, env, "admin", "whatsapp", "add", "--project", boot.ProjectID, "--phone-number-id", "106540352242922",
-		"--business-account", "102290129340398", "--display", "+1 555 0100", "--token-secret", "tok", "--app-secret-secret", "app",
+		"--business-account", "102290129340398", "--display", "+1 555 0100", "--token-secret", string(tok.ID), "--app-secret-secret", string(app.ID),
 		"--verify-token-env", "WA_VERIFY", "--json")
 	if code != 0 || strings.Contains(out, "very-secret-verify") {
 		t.Fatalf("add: %d %s %s", code, out, errOut)
@@ -57,5 +85,8 @@ func TestAdminWhatsApp(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, env, "admin", "whatsapp", "remove", id); code != 1 {
 		t.Fatal("removed twice")
+	}
+	if _, err := st.Vault().Delete(ctx, sc, app.ID); err != nil {
+		t.Fatalf("the app secret is still in use after the number was removed: %v", err)
 	}
 }

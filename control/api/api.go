@@ -139,6 +139,12 @@ func (a *API) Services() {
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
 	}
+	if a.WhatsAppSecrets == nil && a.Box != nil { // issue 19: the vault holds the channel's secrets
+		if a.Vault == nil {
+			a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
+		}
+		a.WhatsAppSecrets = vaultSecrets{a.Vault}
+	}
 	if a.WhatsApp == nil { // issue 19
 		a.WhatsApp = &whatsapp.Service{Store: a.Store, Rules: rules, Graph: a.WhatsAppGraph, Secrets: a.WhatsAppSecrets, Wake: a.JobWaker,
 			DataDir: a.DataDir, Now: a.now, Log: a.Log}

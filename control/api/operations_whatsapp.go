@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/runtime"
@@ -45,11 +47,11 @@ func whatsappOperations() []*operation {
 		typed(operation{
 			ID: "createWhatsappSender", Method: http.MethodPost, Path: "/whatsapp/senders", Tag: "Messaging app",
 			Summary: "Connect a WhatsApp Cloud API number",
-			Description: "An extension of Parley: the specification shows no way to connect a number. Needs a live key. The access token and the app secret are vault secrets of the organization, named by id (422 when the vault has none). " +
+			Description: "An extension of Parley: the specification shows no way to connect a number. Needs a live key. The access token and the app secret are vault secrets of the number's project, named by id (404 vault_secret_not_found otherwise); the vault then refuses to delete them while the number uses them. " +
 				"Point the Meta app's webhook at {base_url}/hooks/whatsapp with the verify token, and subscribe it to the messages field.",
 			Permission: "whatsapp:write", LiveOnly: true, Changes: true, Extension: true,
 			Codes: []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeAgentNotFound, fault.CodeAgentOtherProject,
-				fault.CodeWhatsAppSenderTaken, fault.CodeWhatsAppUnavailable},
+				fault.CodeWhatsAppSenderTaken, fault.CodeWhatsAppUnavailable, fault.CodeSecretNotFound},
 			Status: http.StatusCreated, Location: true,
 			Locate: func(v any) string { return "/v1/whatsapp/senders/" + v.(whatsapp.Sender).ID },
 		}, (*API).createWhatsappSender),
@@ -66,7 +68,7 @@ func whatsappOperations() []*operation {
 			Description: "An extension of Parley. Needs a live key. Members left out are left as they are; null clears one that may be empty.",
 			Permission:  "whatsapp:write", LiveOnly: true, Changes: true, Extension: true,
 			Codes: []string{fault.CodeWhatsAppSenderNotFound, fault.CodeProjectFrozen, fault.CodeAgentNotFound, fault.CodeAgentOtherProject,
-				fault.CodeWhatsAppUnavailable},
+				fault.CodeWhatsAppUnavailable, fault.CodeSecretNotFound},
 			Status: http.StatusOK,
 		}, (*API).updateWhatsappSender),
 		typed(operation{
@@ -329,4 +331,34 @@ func (m whatsappEngine) TranscribeVoiceNote(ctx context.Context, id store.Conver
 		return "", err
 	}
 	return text, conversations.RuntimeFault(err, false)
+}
+
+// vaultSecrets resolves the channel's secrets from the vault (issue 17), in the sender's
+// project, and records which secrets a sender uses.
+type vaultSecrets struct{ v *vault.Service }
+
+var _ whatsapp.Secrets = vaultSecrets{}
+
+func (s vaultSecrets) Resolve(ctx context.Context, org store.OrgID, project store.ProjectID, id string) (string, error) {
+	sid, err := store.ParseID[store.SecretID](id)
+	if err != nil {
+		return "", whatsapp.ErrSecretNotFound
+	}
+	c, err := s.v.Resolve(ctx, store.OrgScope(org).Narrow(project), sid)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", whatsapp.ErrSecretNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.Value(), nil
+}
+
+func (s vaultSecrets) Link(ctx context.Context, tx *store.Tx, act app.Actor, sn store.WhatsAppSender) error {
+	name := sn.DisplayNumber
+	if name == "" {
+		name = sn.PhoneNumberID
+	}
+	return vault.Link(ctx, tx, act, sn.ProjectID, store.SecretUse{Type: "whatsapp_sender", ID: string(sn.ID), Name: name},
+		sn.AccessTokenSecretID, sn.AppSecretSecretID)
 }

@@ -7,13 +7,11 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,31 +30,16 @@ var _ = register(
 	scenario{"WhatsAppSenders", testWhatsAppSenders},
 )
 
-// testSecrets is the vault seam's test implementation: secrets by organization and id.
-type testSecrets struct {
-	mu sync.Mutex
-	m  map[string]string // org/id → value
-}
-
-func (s *testSecrets) Resolve(_ context.Context, org store.OrgID, id string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[string(org)+"/"+id]
-	if !ok {
-		return "", whatsapp.ErrSecretNotFound
-	}
-	return v, nil
-}
-
 // waWorld is a world running the channel: the Graph fake, a vault with the number's token and
 // app secret, a worker on the job queue and the webhook endpoint on a real listener.
 type waWorld struct {
 	*world
-	fake    *fakes.WhatsAppFake
-	hooks   string // URL of /hooks/whatsapp
-	agent   string
-	sender  string
-	secrets *testSecrets
+	fake   *fakes.WhatsAppFake
+	hooks  string // URL of /hooks/whatsapp
+	agent  string
+	sender string
+	token  string // the vault secret of the access token
+	app    string // the vault secret of the app secret
 }
 
 const (
@@ -71,13 +54,16 @@ func newWAWorld(t *testing.T, e engine) *waWorld {
 	t.Helper()
 	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
 	w.credit(t, 10)
-	ww := &waWorld{world: w, fake: w.tp.Fakes.WhatsApp, secrets: &testSecrets{m: map[string]string{}}}
+	ww := &waWorld{world: w, fake: w.tp.Fakes.WhatsApp}
 	ww.fake.SetToken(waToken)
-	ww.secrets.m[string(w.org.ID)+"/tok"] = waToken
-	ww.secrets.m[string(w.org.ID)+"/app"] = waAppSecret
+	// The access token and the app secret in the project's vault (issue 17).
+	secret := func(name, value string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
+			body: map[string]any{"project_id": w.p1.ID, "name": name, "type": "bearer", "value": value}}).Str("id")
+	}
+	ww.token, ww.app = secret("WhatsApp token", waToken), secret("WhatsApp app secret", waAppSecret)
 	w.api.WhatsApp = nil
 	w.api.WhatsAppGraph = wagraph.New(wagraph.Options{BaseURL: w.tp.URL(), Backoff: time.Millisecond})
-	w.api.WhatsAppSecrets = ww.secrets
 	wk := jobs.NewWorker(jobs.Options{Store: w.st, Bus: w.bus, Owner: "wa-test", PollInterval: 20 * time.Millisecond,
 		Backoff: &jobs.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
 	w.api.JobWaker = wk.Queue()
@@ -96,7 +82,7 @@ func newWAWorld(t *testing.T, e engine) *waWorld {
 	})
 	ww.sender = w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive, body: map[string]any{
 		"project_id": w.p1.ID, "agent_id": ww.agent, "phone_number_id": waPhoneID, "business_account_id": waWABA,
-		"display_number": "+1 555 0100", "access_token_secret_id": "tok", "app_secret_secret_id": "app", "verify_token": waVerify}}).Str("id")
+		"display_number": "+1 555 0100", "access_token_secret_id": ww.token, "app_secret_secret_id": ww.app, "verify_token": waVerify}}).Str("id")
 	return ww
 }
 
@@ -442,11 +428,15 @@ func testWhatsAppSenders(t *testing.T, e engine) {
 	}
 	w.fails(t, http.StatusConflict, fault.CodeWhatsAppSenderTaken, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
 		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": waPhoneID}})
-	r := w.do(t, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
-		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": "42", "access_token_secret_id": "nope"}})
-	if r.Status != 422 || !strings.Contains(string(r.Body), "/access_token_secret_id") {
-		t.Fatalf("an unknown secret: %s", r)
-	}
+	w.fails(t, http.StatusNotFound, fault.CodeSecretNotFound, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
+		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": "42", "access_token_secret_id": randomID()}})
+	// A secret of another project is not the sender's.
+	other := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
+		body: map[string]any{"project_id": w.p2.ID, "name": "elsewhere", "type": "bearer", "value": "x"}}).Str("id")
+	w.fails(t, http.StatusNotFound, fault.CodeSecretNotFound, req{method: "POST", path: "/v1/whatsapp/senders", key: kLive,
+		body: map[string]any{"project_id": w.p1.ID, "phone_number_id": "43", "app_secret_secret_id": other}})
+	// The vault knows the sender uses its secrets: they cannot be deleted.
+	w.fails(t, http.StatusConflict, fault.CodeSecretInUse, req{method: "DELETE", path: "/v1/vault/secrets/" + w.app, key: kLive})
 	w.fails(t, http.StatusNotFound, fault.CodeWhatsAppSenderNotFound, req{method: "GET", path: "/v1/whatsapp/senders/" + randomID(), key: kLive})
 	// No agent: a start is refused.
 	w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"agent_id": nil}})
@@ -459,10 +449,8 @@ func testWhatsAppSenders(t *testing.T, e engine) {
 	}
 	w.fails(t, http.StatusConflict, fault.CodeWhatsAppNotConnected, req{method: "GET", path: path + "/templates", key: kLive})
 	// Meta refusing the token: 502.
-	w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"access_token_secret_id": "tok"}})
-	w.secrets.mu.Lock()
-	w.secrets.m[string(w.org.ID)+"/tok"] = "expired-token"
-	w.secrets.mu.Unlock()
+	w.must(t, http.StatusOK, req{method: "PATCH", path: path, key: kLive, body: map[string]any{"access_token_secret_id": w.token}})
+	w.must(t, http.StatusOK, req{method: "PATCH", path: "/v1/vault/secrets/" + w.token, key: kLive, body: map[string]any{"value": "expired-token"}})
 	w.fails(t, http.StatusBadGateway, fault.CodeWhatsAppUpstream, req{method: "GET", path: path + "/templates?refresh=true", key: kLive})
 	// A chat is not a messaging-app conversation.
 	chat := w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/chats", key: kLive, body: map[string]any{"agent_id": w.agent}}).Str("id")
@@ -474,6 +462,7 @@ func testWhatsAppSenders(t *testing.T, e engine) {
 	w.api.WhatsApp = svc
 	w.must(t, http.StatusOK, req{method: "DELETE", path: path, key: kLive})
 	w.fails(t, http.StatusNotFound, fault.CodeWhatsAppSenderNotFound, req{method: "DELETE", path: path, key: kLive})
+	w.must(t, http.StatusOK, req{method: "DELETE", path: "/v1/vault/secrets/" + w.app, key: kLive}) // in use no more
 	// A disconnected number's webhooks are refused.
 	if st := w.post(t, waAppSecret, w.fake.InboundPayload(fakes.WhatsAppInbound{PhoneNumberID: waPhoneID, From: "1", Text: "x"})); st != http.StatusUnauthorized {
 		t.Fatalf("a webhook after disconnecting: %d", st)
@@ -518,5 +507,3 @@ func hasEvent(t *testing.T, st *store.Store, org store.OrgID, typ, conv string) 
 	}
 	return false
 }
-
-var _ = errors.New

@@ -72,14 +72,14 @@ func (s *Service) Verify(ctx context.Context, mode, token, challenge string) (st
 
 // appSecret resolves an app secret, cached for a minute (every webhook needs them all).
 func (s *Service) appSecret(ctx context.Context, sn store.WhatsAppSender) (string, error) {
-	key := string(sn.OrgID) + "/" + sn.AppSecretSecretID
+	key := string(sn.ProjectID) + "/" + sn.AppSecretSecretID
 	s.mu.Lock()
 	c, ok := s.appSecrets[key]
 	s.mu.Unlock()
 	if ok && s.now().Sub(c.at) < appSecretTTL {
 		return c.value, nil
 	}
-	v, err := s.Secrets.Resolve(ctx, sn.OrgID, sn.AppSecretSecretID)
+	v, err := s.Secrets.Resolve(ctx, sn.OrgID, sn.ProjectID, sn.AppSecretSecretID)
 	if err != nil {
 		return "", err
 	}

@@ -3,14 +3,11 @@ package whatsapp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
-	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -112,34 +109,6 @@ func (s *Service) Ready() error {
 	return nil
 }
 
-// checkSecrets checks that the secrets named exist in the organization's vault.
-func (s *Service) checkSecrets(ctx context.Context, org store.OrgID, named map[string]string) error {
-	var ps []jsoncheck.Problem
-	keys := make([]string, 0, len(named))
-	for k := range named {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, field := range keys {
-		id := named[field]
-		if id == "" {
-			continue
-		}
-		_, err := s.Secrets.Resolve(ctx, org, id)
-		if errors.Is(err, ErrSecretNotFound) {
-			ps = append(ps, jsoncheck.Problem{Pointer: "/" + field, Code: "invalid_value", Detail: fmt.Sprintf("The vault holds no secret %s.", app.QuoteID(id))})
-			continue
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if len(ps) > 0 {
-		return app.Invalid(ps...)
-	}
-	return nil
-}
-
 // mapSenderErr turns the store's refusals of a sender's write into problems.
 func mapSenderErr(err error, agent string) error {
 	switch {
@@ -169,9 +138,6 @@ func (s *Service) CreateSender(ctx context.Context, act app.Actor, body SenderCr
 	if err := s.Ready(); err != nil {
 		return Sender{}, err
 	}
-	if err := s.checkSecrets(ctx, act.Org.ID, map[string]string{"access_token_secret_id": deref(body.AccessTokenSecretID), "app_secret_secret_id": deref(body.AppSecretSecretID)}); err != nil {
-		return Sender{}, err
-	}
 	ns := store.NewWhatsAppSender{OrgID: act.Org.ID, ProjectID: p.ID, AgentID: store.AgentID(strings.ToLower(deref(body.AgentID))), PhoneNumberID: body.PhoneNumberID,
 		BusinessAccountID: deref(body.BusinessAccountID), DisplayNumber: body.DisplayNumber, AccessTokenSecretID: deref(body.AccessTokenSecretID),
 		AppSecretSecretID: deref(body.AppSecretSecretID), VerifyToken: deref(body.VerifyToken)}
@@ -182,6 +148,9 @@ func (s *Service) CreateSender(ctx context.Context, act app.Actor, body SenderCr
 		sn, err := tx.WhatsAppSenders().Create(ctx, act.Scope, ns)
 		if err != nil {
 			return Sender{}, mapSenderErr(err, string(ns.AgentID))
+		}
+		if err := s.Secrets.Link(ctx, tx, act, sn); err != nil {
+			return Sender{}, err
 		}
 		v := ViewSender(sn)
 		if err := au.Record("whatsapp_sender.created", "whatsapp_sender", v.ID, sn.ProjectID, map[string]any{
@@ -246,9 +215,6 @@ func (s *Service) UpdateSender(ctx context.Context, act app.Actor, id string, u 
 		agent := store.AgentID(strings.ToLower(*a))
 		ch.AgentID = &agent
 	}
-	if err := s.checkSecrets(ctx, act.Org.ID, map[string]string{"access_token_secret_id": deref(ch.AccessTokenSecretID), "app_secret_secret_id": deref(ch.AppSecretSecretID)}); err != nil {
-		return Sender{}, err
-	}
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (Sender, error) {
 		old, err := tx.WhatsAppSenders().Get(ctx, act.Scope, store.WhatsAppSenderID(id))
 		if err != nil {
@@ -260,6 +226,9 @@ func (s *Service) UpdateSender(ctx context.Context, act app.Actor, id string, u 
 		sn, err := tx.WhatsAppSenders().Change(ctx, act.Scope, old.ID, ch)
 		if err != nil {
 			return Sender{}, mapSenderErr(err, deref((*string)(ch.AgentID)))
+		}
+		if err := s.Secrets.Link(ctx, tx, act, sn); err != nil {
+			return Sender{}, err
 		}
 		was, now := ViewSender(old), ViewSender(sn)
 		data := map[string]any{"phone_number_id": sn.PhoneNumberID}
@@ -303,6 +272,12 @@ func (s *Service) DeleteSender(ctx context.Context, act app.Actor, id string) (S
 		if _, err := tx.WhatsAppSenders().Delete(ctx, act.Scope, old.ID); err != nil {
 			return SenderDeleted{}, err
 		}
+		if s.Secrets != nil {
+			old.AccessTokenSecretID, old.AppSecretSecretID = "", ""
+			if err := s.Secrets.Link(ctx, tx, act, old); err != nil { // uses nothing any more
+				return SenderDeleted{}, err
+			}
+		}
 		if err := au.Record("whatsapp_sender.deleted", "whatsapp_sender", string(old.ID), old.ProjectID, map[string]any{"phone_number_id": old.PhoneNumberID}); err != nil {
 			return SenderDeleted{}, err
 		}
@@ -315,7 +290,7 @@ func (s *Service) token(ctx context.Context, sn store.WhatsAppSender) (string, e
 	if sn.AccessTokenSecretID == "" {
 		return "", fault.E(fault.CodeWhatsAppNotConnected, "The number %s has no access token: set access_token_secret_id.", sn.PhoneNumberID)
 	}
-	t, err := s.Secrets.Resolve(ctx, sn.OrgID, sn.AccessTokenSecretID)
+	t, err := s.Secrets.Resolve(ctx, sn.OrgID, sn.ProjectID, sn.AccessTokenSecretID)
 	if errors.Is(err, ErrSecretNotFound) {
 		return "", fault.E(fault.CodeWhatsAppNotConnected, "The access token's vault secret of number %s is gone: set access_token_secret_id again.", sn.PhoneNumberID)
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
@@ -121,9 +122,13 @@ type TemplateSend struct {
 }
 
 // Secrets resolves vault secrets (the access token and app secret of a sender) by id, within
-// an organization. ErrSecretNotFound when the organization has no such secret.
+// the sender's project. ErrSecretNotFound when the project has no such secret. Link records in
+// tx, when the sender is saved, which secrets it uses (none when it is deleted), so that the
+// vault refuses to delete a secret in use; it answers 404 vault_secret_not_found for a secret
+// the actor does not reach in the project.
 type Secrets interface {
-	Resolve(ctx context.Context, org store.OrgID, id string) (string, error)
+	Resolve(ctx context.Context, org store.OrgID, project store.ProjectID, id string) (string, error)
+	Link(ctx context.Context, tx *store.Tx, act app.Actor, sn store.WhatsAppSender) error
 }
 
 // ErrSecretNotFound says the vault holds no such secret for the organization.
