@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/store"
@@ -23,9 +22,9 @@ type VaultSecret struct {
 	QueryName   *string          `json:"query_name" doc:"The query parameter of a query secret; null otherwise." jsonschema:"nullable"`
 	Username    *string          `json:"username" doc:"The user name of a basic secret (the value is the password); null otherwise." jsonschema:"nullable"`
 	UsedBy      []VaultSecretUse `json:"used_by" doc:"The tools, MCP servers and messaging-app senders that use the secret; a secret in use cannot be deleted."`
-	CreatedAt   time.Time        `json:"created_at"`
-	UpdatedAt   time.Time        `json:"updated_at"`
-	LastUsedAt  *time.Time       `json:"last_used_at" doc:"When the value was last opened for an outbound request (kept to the minute); null when never." jsonschema:"nullable"`
+	CreatedAt   app.Time         `json:"created_at"`
+	UpdatedAt   app.Time         `json:"updated_at"`
+	LastUsedAt  *app.Time        `json:"last_used_at" doc:"When the value was last opened for an outbound request (kept to the minute); null when never." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the object in the document.

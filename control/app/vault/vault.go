@@ -28,7 +28,7 @@ type Service struct {
 func View(s store.Secret) VaultSecret {
 	v := VaultSecret{Object: "vault_secret", ID: string(s.ID), ProjectID: string(s.ProjectID), Name: s.Name, Description: s.Description,
 		Type: string(s.Type), HeaderName: nullable(s.HeaderName), QueryName: nullable(s.QueryName), Username: nullable(s.Username),
-		UsedBy: make([]VaultSecretUse, len(s.UsedBy)), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastUsedAt: s.LastUsedAt}
+		UsedBy: make([]VaultSecretUse, len(s.UsedBy)), CreatedAt: app.T(s.CreatedAt), UpdatedAt: app.T(s.UpdatedAt), LastUsedAt: app.TP(s.LastUsedAt)}
 	for i, u := range s.UsedBy {
 		v.UsedBy[i] = VaultSecretUse{Type: u.Type, ID: u.ID, Name: u.Name}
 	}
