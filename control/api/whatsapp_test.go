@@ -7,6 +7,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -302,6 +303,15 @@ func testWhatsAppInbound(t *testing.T, e engine) {
 	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "Hello again", WAMID: "wamid.IN-4"})
 	w.waitSent(t, "the reply after 503s", textTo(user, "You said: Hello again"))
 
+	// A user known only by a business-scoped user id (no phone number): another conversation,
+	// answered through "recipient".
+	const bsuid = "US.13491208655302741918"
+	w.inbound(t, fakes.WhatsAppInbound{UserID: bsuid, Text: "Hi from a username", WAMID: "wamid.BSUID"})
+	w.waitSent(t, "the answer to a business-scoped user", textTo(bsuid, "You said: Hi from a username"))
+	if sent := w.waitSent(t, "the same", textTo(bsuid, "You said: Hi from a username")); !strings.Contains(string(sent.Body), `"recipient":"`+bsuid+`"`) {
+		t.Fatalf("sent to a business-scoped user with %s", sent.Body)
+	}
+
 	// A delivery for a number nobody connected is noted (a dead job) and stores nothing.
 	deadBefore := countDead(t, w.st, whatsapp.KindWebhook)
 	w.inbound(t, fakes.WhatsAppInbound{PhoneNumberID: "999999", From: user, Text: "hi", WAMID: "wamid.NOBODY"})
@@ -311,8 +321,8 @@ func testWhatsAppInbound(t *testing.T, e engine) {
 			t.Fatalf("a message of an unknown number was stored")
 		}
 	}
-	if len(w.whatsappConversations(t)) != 1 {
-		t.Fatalf("more than one conversation")
+	if cs := w.whatsappConversations(t); len(cs) != 2 || cs[0]["from_number"] != nil {
+		t.Fatalf("conversations: %v", cs)
 	}
 }
 
@@ -411,6 +421,14 @@ func testWhatsAppTemplateWindow(t *testing.T, e engine) {
 		t.Fatalf("EndIdle: %d %v", n, err)
 	}
 	w.waitStatus(t, kLive, conv, "ended")
+	waitFor(t, 5*time.Second, "conversation.ended", func() bool { return hasEvent(t, w.st, w.org.ID, "conversation.ended", conv) })
+	es, _ := w.st.ListEvents(t.Context(), w.org.ID, store.ModeLive, "", 100)
+	for _, ev := range es {
+		var d map[string]any
+		if ev.Type == "conversation.ended" && string(ev.ConversationID) == conv && (json.Unmarshal(ev.Data, &d) != nil || d["channel"] != "whatsapp") {
+			t.Fatalf("conversation.ended: %s", ev.Data)
+		}
+	}
 	w.fails(t, http.StatusConflict, fault.CodeConversationEnded, req{method: "POST", path: "/v1/whatsapp/conversations/" + conv + "/messages", key: kLive, body: map[string]any{"text": "x"}})
 }
 
