@@ -253,7 +253,7 @@ func (s *Service) UpdateSender(ctx context.Context, act app.Actor, id string, u 
 		if err := au.Record("whatsapp_sender.updated", "whatsapp_sender", now.ID, sn.ProjectID, data); err != nil {
 			return Sender{}, err
 		}
-		s.forgetTemplates(old.BusinessAccountID)
+		s.forgetTemplates(old.ID)
 		return now, nil
 	})
 }

@@ -98,10 +98,10 @@ func viewTemplate(g GraphTemplate) (Template, bool) {
 	return t, true
 }
 
-// forgetTemplates drops a business account's cached list.
-func (s *Service) forgetTemplates(waba string) {
+// forgetTemplates drops a sender's cached list.
+func (s *Service) forgetTemplates(id store.WhatsAppSenderID) {
 	s.mu.Lock()
-	delete(s.templates, waba)
+	delete(s.templates, string(id))
 	s.mu.Unlock()
 }
 
@@ -116,7 +116,9 @@ func (s *Service) approved(ctx context.Context, sn store.WhatsAppSender, refresh
 		return nil, err
 	}
 	s.mu.Lock()
-	c, ok := s.templates[sn.BusinessAccountID]
+	// Cached per sender, not per business account: what one organization's token read is never
+	// shown to another that names the same account.
+	c, ok := s.templates[string(sn.ID)]
 	s.mu.Unlock()
 	if ok && !refresh && s.now().Sub(c.at) < s.templateTTL() {
 		return c.list, nil
@@ -138,7 +140,7 @@ func (s *Service) approved(ctx context.Context, sn store.WhatsAppSender, refresh
 	if s.templates == nil {
 		s.templates = map[string]cachedTemplates{}
 	}
-	s.templates[sn.BusinessAccountID] = cachedTemplates{at: s.now(), list: out}
+	s.templates[string(sn.ID)] = cachedTemplates{at: s.now(), list: out}
 	s.mu.Unlock()
 	return out, nil
 }

@@ -183,8 +183,8 @@ type Service struct {
 	Log *slog.Logger
 
 	mu         sync.Mutex
-	templates  map[string]cachedTemplates // by business account id
-	appSecrets map[string]cachedSecret    // by secret id
+	templates  map[string]cachedTemplates // by sender id
+	appSecrets map[string]cachedSecret    // by project and secret id
 }
 
 type cachedTemplates struct {
