@@ -482,8 +482,11 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 		return fmt.Errorf("whatsapp: conversation %s was not live any more; it was ended", c.ID)
 	}
 	if err != nil {
-		if code := faultCode(err); (code == fault.CodeAgentBusy || code == fault.CodeConversationEnded) && !last {
-			return err // the last message is still being answered, or the conversation just ended: try again
+		switch faultCode(err) {
+		case fault.CodeAgentBusy, fault.CodeConversationEnded, fault.CodeProviderUnavailable:
+			if !last {
+				return err // the last message is still being answered, the conversation just ended, or the LLM failed: try again
+			}
 		}
 		return fail("the agent did not answer: "+faultDetail(err), err)
 	}
