@@ -44,3 +44,23 @@ func TestOggOpusRoundTrip(t *testing.T) {
 		t.Fatalf("text: %v", err)
 	}
 }
+
+// BenchmarkDecodeOggOpus decodes a ten-second voice note at 16 kHz (once per voice note).
+func BenchmarkDecodeOggOpus(b *testing.B) {
+	const rate = 16000
+	pcm := make([]int16, 10*rate)
+	for i := range pcm {
+		pcm[i] = int16(8000 * math.Sin(2*math.Pi*440*float64(i)/rate))
+	}
+	file, err := EncodeOggOpus(pcm, rate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(file)))
+	for b.Loop() {
+		if _, err := DecodeOggOpus(file, rate); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -63,3 +63,14 @@ func TestTemplateRender(t *testing.T) {
 		t.Fatal("a rejected template is listed")
 	}
 }
+
+// BenchmarkSplit cuts a 10,000-character reply into messages (once per reply, not per frame).
+func BenchmarkSplit(b *testing.B) {
+	text := strings.Repeat("This sentence is part of a long answer. ", 250)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Split(text, MaxText)) != 3 {
+			b.Fatal("parts")
+		}
+	}
+}
