@@ -374,6 +374,17 @@ func testWhatsAppTemplateWindow(t *testing.T, e engine) {
 		t.Fatalf("template sent: %+v", sent)
 	}
 
+	// A template with named parameters, to another user.
+	r = w.do(t, req{method: "POST", path: "/v1/whatsapp/conversations", key: kLive, body: map[string]any{"sender_id": w.sender, "to": "16505550002",
+		"template": map[string]any{"name": "welcome", "language": "en_US", "named_parameters": map[string]any{"first_name": "Bo"}}}})
+	if r.Status != http.StatusCreated || r.JSON["transcript"].([]any)[0].(map[string]any)["text"] != "Hi Bo, thanks for joining!" {
+		t.Fatalf("a named template: %s", r)
+	}
+	named := w.waitSent(t, "the named template", func(s fakes.WhatsAppFakeSent) bool { return s.Template == "welcome" })
+	if !strings.Contains(string(named.Body), `"parameter_name":"first_name"`) || len(named.Params) != 1 || named.Params[0] != "Bo" {
+		t.Fatalf("named template sent: %s", named.Body)
+	}
+
 	// Before the user writes, only templates: 409 with no closing time.
 	say := func(text string) *resp {
 		return w.do(t, req{method: "POST", path: "/v1/whatsapp/conversations/" + conv + "/messages", key: kLive, body: map[string]any{"text": text}})
@@ -417,7 +428,7 @@ func testWhatsAppTemplateWindow(t *testing.T, e engine) {
 		t.Fatalf("closed_at %v, want %v", r.JSON["closed_at"], now.Add(24*time.Hour))
 	}
 	// The idle conversation is ended by the worker's periodic job.
-	if n, err := w.api.WhatsApp.EndIdle(t.Context()); err != nil || n != 1 {
+	if n, err := w.api.WhatsApp.EndIdle(t.Context()); err != nil || n != 2 {
 		t.Fatalf("EndIdle: %d %v", n, err)
 	}
 	w.waitStatus(t, kLive, conv, "ended")
