@@ -152,6 +152,11 @@ func (a *API) Services() {
 			a.WhatsApp.Engine = whatsappEngine{runtimeAdapter: m, st: a.Store}
 		}
 	}
+	if a.Conversations.MessagingSay == nil {
+		a.Conversations.MessagingSay = func(ctx context.Context, c store.Conversation, text string) error {
+			return a.WhatsApp.QueueSay(ctx, c, text)
+		}
+	}
 }
 
 // allowedMethods lists the methods the operations take at a /v1 path.

@@ -399,6 +399,10 @@ func testWhatsAppTemplateWindow(t *testing.T, e engine) {
 	if reqs := w.tp.Fakes.Chat.Requests(); !strings.Contains(string(reqs[len(reqs)-1].Raw), "your order #1234 has shipped") {
 		t.Fatalf("the template is not in the agent's history")
 	}
+	// The specification's say command writes in the conversation too, within the window.
+	w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + conv + "/say", key: kLive, body: map[string]any{"text": "A person will call you."}})
+	w.waitSent(t, "the said text", textTo(user, "A person will call you."))
+	w.waitLine(t, kLive, conv, "A person will call you.")
 	long := strings.Repeat("This sentence is part of a long answer. ", 150) // 6,000 characters
 	if r := say(long); r.Status != http.StatusAccepted || len(r.JSON["data"].([]any)) != 2 {
 		t.Fatalf("a long message in the window: %s", r)
@@ -427,6 +431,7 @@ func testWhatsAppTemplateWindow(t *testing.T, e engine) {
 	if closed, _ := time.Parse(time.RFC3339, r.JSON["closed_at"].(string)); closed.Unix() != now.Add(24*time.Hour).Unix() {
 		t.Fatalf("closed_at %v, want %v", r.JSON["closed_at"], now.Add(24*time.Hour))
 	}
+	w.fails(t, http.StatusConflict, fault.CodeWhatsAppWindowClosed, req{method: "POST", path: "/v1/conversations/" + conv + "/say", key: kLive, body: map[string]any{"text": "Hello?"}})
 	// The idle conversation is ended by the worker's periodic job.
 	if n, err := w.api.WhatsApp.EndIdle(t.Context()); err != nil || n != 2 {
 		t.Fatalf("EndIdle: %d %v", n, err)

@@ -50,6 +50,10 @@ type Service struct {
 	Log     *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// MessagingSay, when set, takes what a say command makes the agent write in a messaging-app
+	// conversation before the command is recorded: it refuses the text outside the 24-hour
+	// window (409) and queues it to be sent (issue 19).
+	MessagingSay func(ctx context.Context, conv store.Conversation, text string) error
 }
 
 func (s *Service) now() time.Time {

@@ -312,6 +312,24 @@ func (s *Service) SendMessage(ctx context.Context, act app.Actor, id string, bod
 	return out, nil
 }
 
+// QueueSay takes the text a say command (POST /v1/conversations/{id}/say) makes the agent write
+// in a messaging-app conversation: refused outside the 24-hour window, else queued to be sent
+// (the command adds it to the transcript and the history).
+func (s *Service) QueueSay(ctx context.Context, c store.Conversation, text string) error {
+	wc, err := s.Store.GetWhatsAppConversation(ctx, c.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fault.E(fault.CodeNotWhatsApp, "Conversation %s has no messaging-app number any more (it was disconnected).", c.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if !windowOpen(wc, s.now()) {
+		return windowClosed(wc.LastInboundAt)
+	}
+	_, err = s.queueText(ctx, c, wc, text)
+	return err
+}
+
 // queueText stores the parts of a text to send in a conversation and queues their sending.
 func (s *Service) queueText(ctx context.Context, c store.Conversation, wc store.WhatsAppConversation, text string) ([]store.WhatsAppMessage, error) {
 	var ms []store.WhatsAppMessage
