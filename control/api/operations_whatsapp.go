@@ -284,11 +284,11 @@ func (m whatsappEngine) StartText(ctx context.Context, id store.ConversationID, 
 	return lines, nil
 }
 
-func (m whatsappEngine) Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (chats.Turn, error) {
+func (m whatsappEngine) Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64) (chats.Turn, error) {
 	if m.rt == nil {
 		return chats.Turn{}, conversations.RuntimeFault(runtime.ErrProvider, false)
 	}
-	turn, err := m.rt.Send(ctx, id, text, attachments, onDelta)
+	turn, err := m.rt.SendMetered(ctx, id, text, attachments, sttSeconds, nil)
 	switch {
 	case errors.Is(err, runtime.ErrNotLive):
 		return chats.Turn{}, whatsapp.ErrNotLive
@@ -322,15 +322,15 @@ func (m whatsappEngine) End(ctx context.Context, id store.ConversationID) error 
 	return m.rt.End(ctx, id, session.EndCompleted, false)
 }
 
-func (m whatsappEngine) TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, error) {
+func (m whatsappEngine) TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, float64, error) {
 	if m.rt == nil {
-		return "", conversations.RuntimeFault(runtime.ErrProvider, false)
+		return "", 0, conversations.RuntimeFault(runtime.ErrProvider, false)
 	}
-	text, err := m.rt.TranscribeVoiceNote(ctx, id, ogg)
+	text, secs, err := m.rt.TranscribeVoiceNote(ctx, id, ogg)
 	if errors.Is(err, runtime.ErrVoiceNote) {
-		return "", err
+		return "", 0, err
 	}
-	return text, conversations.RuntimeFault(err, false)
+	return text, secs, conversations.RuntimeFault(err, false)
 }
 
 // vaultSecrets resolves the channel's secrets from the vault (issue 17), in the sender's

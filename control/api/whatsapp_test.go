@@ -324,6 +324,13 @@ func testWhatsAppInbound(t *testing.T, e engine) {
 	if cs := w.whatsappConversations(t); len(cs) != 2 || cs[0]["from_number"] != nil {
 		t.Fatalf("conversations: %v", cs)
 	}
+	// Ended, the conversation is charged with the voice note's speech-to-text.
+	w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + conv + "/end", key: kLive})
+	w.waitStatus(t, kLive, conv, "ended")
+	cost := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/conversations/" + conv + "?include=cost", key: kLive}).JSON["cost"].(map[string]any)
+	if s := cost["stt_seconds"].(float64); s < 0.9 || s > 1.1 || cost["final"] != true || cost["total_micros"].(float64) <= 0 {
+		t.Fatalf("cost: %v", cost)
+	}
 }
 
 // testWhatsAppTemplateWindow: the templates of the business account (every page, approved

@@ -55,6 +55,9 @@ type sendRequest struct {
 	ConversationID store.ConversationID `json:"conversation_id"`
 	Text           string               `json:"text"`
 	Attachments    []store.AttachmentID `json:"attachments,omitempty"`
+	// STTSeconds is speech-to-text already used for the message (a voice note), metered with
+	// the conversation.
+	STTSeconds float64 `json:"stt_seconds,omitempty"`
 }
 
 type sendDelta struct {
@@ -66,11 +69,17 @@ type sendDelta struct {
 // message is being answered, ErrEnded, ErrLengthReached, ErrNotLive when no node runs it,
 // ErrBadRequest for an attachment that does not fit, ErrProvider when the LLM failed.
 func (rt *Runtime) Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (Turn, error) {
+	return rt.SendMetered(ctx, id, text, attachments, 0, onDelta)
+}
+
+// SendMetered is Send for a message that already used sttSeconds of speech-to-text (a voice
+// note), metered with the conversation wherever it runs.
+func (rt *Runtime) SendMetered(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64, onDelta func(string)) (Turn, error) {
 	owner, err := rt.Owner(ctx, id)
 	if err != nil {
 		return Turn{}, err
 	}
-	req := sendRequest{ConversationID: id, Text: text, Attachments: attachments}
+	req := sendRequest{ConversationID: id, Text: text, Attachments: attachments, STTSeconds: sttSeconds}
 	if owner == rt.o.NodeID {
 		return rt.sendLocal(ctx, req, onDelta)
 	}
@@ -97,6 +106,9 @@ func (rt *Runtime) sendLocal(ctx context.Context, req sendRequest, onDelta func(
 	}
 	if l.busy.Load() {
 		return Turn{}, ErrBusy
+	}
+	if sess := l.engine(); sess != nil && req.STTSeconds > 0 {
+		sess.AddSTTSeconds(req.STTSeconds)
 	}
 	images, err := rt.images(ctx, l.conv, req.Attachments)
 	if err != nil {

@@ -52,41 +52,42 @@ var ErrVoiceNote = errors.New("runtime: the voice note cannot be read")
 
 // TranscribeVoiceNote turns a voice note (an Ogg/Opus file) of conversation id into text with
 // the speech-to-text its agent is configured with (the test providers for a test-mode
-// conversation). The audio is streamed to the recognizer at four times real time, as voiced
-// speech followed by half a second of silence, and the final results are joined.
-func (rt *Runtime) TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, error) {
+// conversation), and returns the seconds of audio it holds (to meter with SendMetered). The
+// audio is streamed to the recognizer at four times real time, as voiced speech followed by
+// half a second of silence, and the final results are joined.
+func (rt *Runtime) TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, float64, error) {
 	pcm, err := media.DecodeOggOpus(ogg, voiceNoteRate)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrVoiceNote, err)
+		return "", 0, fmt.Errorf("%w: %v", ErrVoiceNote, err)
 	}
 	c, err := rt.store.GetConversation(ctx, id)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	ag, err := rt.store.SystemAgents().GetIncludingDeleted(ctx, c.AgentID)
 	if err != nil {
-		return "", fmt.Errorf("runtime: the conversation's agent: %w", err)
+		return "", 0, fmt.Errorf("runtime: the conversation's agent: %w", err)
 	}
 	def, err := LoadDefinition(ctx, rt.store.Queries, ag, c.AgentVersion)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	provs := rt.o.Providers
 	if c.Mode == store.ModeTest {
 		provs = rt.o.TestProviders
 	}
 	if provs == nil {
-		return "", fmt.Errorf("%w: no providers for %s conversations on this node", ErrProvider, c.Mode)
+		return "", 0, fmt.Errorf("%w: no providers for %s conversations on this node", ErrProvider, c.Mode)
 	}
 	rec, err := provs.STT(provider(def.Agent.STT.Provider, rt.o.DefaultSTT))
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+		return "", 0, fmt.Errorf("%w: %v", ErrProvider, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	st, err := rec.Open(ctx, stt.StreamOptions{Language: c.Language, SampleRate: voiceNoteRate, Endpointing: 300 * time.Millisecond})
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+		return "", 0, fmt.Errorf("%w: %v", ErrProvider, err)
 	}
 	var parts []string
 	done := make(chan error, 1)
@@ -130,9 +131,9 @@ func (rt *Runtime) TranscribeVoiceNote(ctx context.Context, id store.Conversatio
 	failure := <-done
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%w: %v", ErrProvider, err)
+		return "", 0, fmt.Errorf("%w: %v", ErrProvider, err)
 	case len(parts) == 0 && (failure != nil || cerr != nil):
-		return "", fmt.Errorf("%w: %v", ErrProvider, errors.Join(failure, cerr))
+		return "", 0, fmt.Errorf("%w: %v", ErrProvider, errors.Join(failure, cerr))
 	}
-	return strings.Join(parts, " "), nil
+	return strings.Join(parts, " "), float64(len(pcm)) / voiceNoteRate, nil
 }

@@ -436,6 +436,7 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 	}
 	var text string
 	var attachments []store.AttachmentID
+	var sttSeconds float64
 	switch in.Type {
 	case "text":
 		text = in.Text.Body
@@ -458,7 +459,7 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 		if err != nil {
 			return fail("the voice note could not be downloaded", err)
 		}
-		heard, err := s.Engine.TranscribeVoiceNote(ctx, c.ID, data)
+		heard, secs, err := s.Engine.TranscribeVoiceNote(ctx, c.ID, data)
 		if err != nil {
 			if Temporary(err) && !last && !isFault(err) {
 				return err
@@ -468,12 +469,12 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 		if strings.TrimSpace(heard) == "" {
 			heard = "(nothing could be heard)"
 		}
-		text = "(voice note, transcribed) " + heard
+		text, sttSeconds = "(voice note, transcribed) "+heard, secs
 		_ = s.Store.UpdateWhatsAppMessage(ctx, m.ID, store.WhatsAppMessageUpdate{Note: "transcribed: " + heard})
 	default:
 		return s.politely(ctx, c, wc, m, fmt.Sprintf("a %s message is not handled", in.Type))
 	}
-	turn, err := s.Engine.Send(ctx, c.ID, text, attachments, nil)
+	turn, err := s.Engine.Send(ctx, c.ID, text, attachments, sttSeconds)
 	if errors.Is(err, ErrNotLive) {
 		// Its node went away: it is ended, and the next attempt starts another.
 		if err := s.Engine.End(ctx, c.ID); err != nil {

@@ -141,13 +141,16 @@ type Engine interface {
 	// StartText starts the engine of a stored conversation with opener as the agent's first
 	// line ("" for none; the agent's greeting is not used).
 	StartText(ctx context.Context, id store.ConversationID, opener string) ([]conversations.TranscriptLine, error)
-	Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (chats.Turn, error)
+	// Send answers a message; sttSeconds is speech-to-text it already used (a voice note),
+	// metered with the conversation.
+	Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64) (chats.Turn, error)
 	// Say adds a line the business wrote to the conversation (transcript and history).
 	Say(ctx context.Context, c store.Conversation, text string) error
 	// End ends the conversation (reason completed).
 	End(ctx context.Context, id store.ConversationID) error
-	// TranscribeVoiceNote turns an Ogg/Opus voice note into text with the agent's STT.
-	TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, error)
+	// TranscribeVoiceNote turns an Ogg/Opus voice note into text with the agent's STT, and
+	// returns the seconds of audio it holds.
+	TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, float64, error)
 }
 
 // ErrNotLive says no node runs the conversation any more.
