@@ -11,7 +11,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # System packages the build needs (cgo: libopus for Opus).
 BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
-TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip chromium ffmpeg
+TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio chromium ffmpeg
 
 .PHONY: help deps deps-test build run test lint bench bench-e2e demo fmt clean
 
@@ -21,7 +21,7 @@ help: ## list every target
 deps: ## install the system packages the build needs (libopus-dev…) when they are missing
 	@scripts/apt-need $(BUILD_DEBS)
 
-deps-test: deps ## also install the external peers the tests use (espeak-ng, sox, sipp, baresip, chromium)
+deps-test: deps ## also install the external peers the tests use (espeak-ng, sox, sipp, baresip, kamailio, chromium)
 	@scripts/apt-need $(TEST_DEBS)
 
 build: deps ## build bin/parley

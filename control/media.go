@@ -25,6 +25,7 @@ type mediaServices struct {
 	webrtc *webrtc.Service
 	trunks *storeTrunks
 	dialer *channels.SIPDialer // the runtime's dialer; its server is the one startSIP builds
+	reg    *regMetrics         // issue 21: registration metrics
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -73,12 +74,16 @@ func (n *Node) startSIP(rt *runtime.Runtime) error {
 		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
 		TransferAllow: n.cfg.TransferAllow, RTPIP: bind, Observer: sipObserver{n.metrics.voice},
 		Router: channels.Router(rt, n.cfg.MaxCalls), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
+		OnRegistration: n.onRegistration, InstanceID: instanceID(n.cfg.NodeID), // issue 21
 	})
 	if err != nil {
 		return fmt.Errorf("sip on %s (PARLEY_SIP_ADDR): %w", n.cfg.SIPAddr, err)
 	}
 	m.sip = srv
 	m.dialer.Server = srv // before the node serves: nothing dials until Run
+	if n.metrics != nil {
+		m.reg = newRegMetrics(n.metrics.reg)
+	}
 	return nil
 }
 
@@ -94,6 +99,7 @@ func (m *mediaServices) run() {
 		defer close(m.done)
 		_ = m.sip.Run(ctx)
 	}()
+	go m.keepRegistrations(ctx) // issue 21: ends with ctx; Close un-registers
 }
 
 // drain refuses new calls (503) and lets calls in progress finish until ctx ends.
@@ -177,8 +183,14 @@ func toSIPTrunk(t store.Trunk, box *secrets.Box) (sip.Trunk, error) {
 		}
 		prefixes = append(prefixes, p)
 	}
+	key, err := t.TLSClientKey(box) // issue 21
+	if err != nil {
+		return sip.Trunk{}, err
+	}
 	return sip.Trunk{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: tr, Username: t.Username, Password: pw,
-		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain}, nil
+		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain, Registration: toSIPRegistration(t),
+		SRTP: sip.SRTPMode(t.SRTP), SRTPOverClear: t.SRTPOverClear,
+		TLS: sip.TrunkTLS{CAPEM: t.TLSCA, ClientCertPEM: t.TLSClientCert, ClientKeyPEM: key}}, nil
 }
 
 // MatchSource implements sip.TrunkSource.

@@ -128,6 +128,11 @@ func (e *RTPEndpoint) sendReport(bye bool) error {
 	if err != nil {
 		return fmt.Errorf("media: marshal RTCP: %w", err)
 	}
+	if s := e.srtp.Load(); s != nil { // issue 21: SRTCP (RFC 3711 §3.4)
+		if raw, err = s.protectRTCP(nil, raw); err != nil {
+			return fmt.Errorf("media: SRTCP protect: %w", err)
+		}
+	}
 	conn := e.rtcpConn
 	if conn == nil {
 		conn = e.rtpConn
@@ -193,6 +198,21 @@ func rtcpSender(pkts []rtcp.Packet) (uint32, bool) {
 // handleRTCP processes one (compound) RTCP packet from the remote. RTCP from a sender other than
 // the source we receive is ignored and counted; before any RTP arrives every sender is accepted.
 func (e *RTPEndpoint) handleRTCP(buf []byte, from netip.AddrPort) {
+	if s := e.srtp.Load(); s != nil { // issue 21: SRTCP
+		if len(buf) < minSRTCP {
+			e.malformed.Add(1) // too short to be SRTCP at all: not a failed check
+			return
+		}
+		e.rtcpDecMu.Lock()
+		dec, err := s.unprotectRTCP(e.rtcpDec[:0], buf)
+		if err != nil {
+			e.rtcpDecMu.Unlock()
+			e.srtpFail("srtcp", err)
+			return
+		}
+		buf = append(make([]byte, 0, len(dec)), dec...) // RTCP is rare: a copy frees the buffer
+		e.rtcpDecMu.Unlock()
+	}
 	pkts, err := rtcp.Unmarshal(buf)
 	if err != nil {
 		e.malformed.Add(1)

@@ -84,6 +84,11 @@ type RTPConfig struct {
 	// address move the latch there (NAT rebinding). Zero means 3.
 	RelatchAfter int
 
+	// SRTP, when set, protects the stream (RFC 3711): packets are encrypted and authenticated
+	// on the way out, and on the way in a packet that fails authentication is dropped and
+	// counted in RTPStats.SRTPFailed. SetSRTP changes it (re-keying). issue 21.
+	SRTP *SRTP
+
 	// Logger receives the endpoint's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. Tests inject a fake one.
@@ -121,6 +126,7 @@ type RTPStats struct {
 	ComfortNoise uint64 // RFC 3389 packets received (delivered flagged)
 	Dropped      uint64 // accepted packets dropped because the receive ring was full
 	Malformed    uint64 // datagrams that were not valid RTP/RTCP
+	SRTPFailed   uint64 // SRTP/SRTCP packets that failed authentication or replay checks (issue 21)
 	Ignored      uint64 // packets from unrelated sources after latching
 	RTCPSent     uint64
 	RTCPReceived uint64
@@ -174,7 +180,17 @@ type RTPEndpoint struct {
 
 	queue    *rtpQueue
 	onPacket func(p *RTPPacket)
-	cbPkt    RTPPacket // what onPacket receives, owned by the read loop
+
+	// SRTP (issue 21): the contexts in use (nil: plain RTP), the buffers of the protected
+	// packet sent (under txMu) and of the packets received (read loops), the failures.
+	srtp       atomic.Pointer[SRTP]
+	txEnc      []byte
+	rxDec      []byte
+	rtcpDec    []byte
+	rtcpDecMu  sync.Mutex
+	srtpFailed atomic.Uint64
+	srtpWarned atomic.Bool
+	cbPkt      RTPPacket // what onPacket receives, owned by the read loop
 
 	// Destinations. Written by SetRemote and the read loops, read by the writers.
 	remote           atomic.Pointer[netip.AddrPort]
@@ -311,6 +327,9 @@ func newRTPEndpoint(cfg RTPConfig) (*RTPEndpoint, error) {
 		txBuf:             make([]byte, 12+MaxRTPPayload),
 		rxBuf:             make([]byte, 2048),
 		rtcpRxBuf:         make([]byte, 2048),
+		txEnc:             make([]byte, 12+MaxRTPPayload+srtpOverhead),
+		rxDec:             make([]byte, 2048),
+		rtcpDec:           make([]byte, 2048),
 		seq:               uint16(rand.Uint32()),
 		ts:                rand.Uint32(),
 		signalledRTCP:     unmapAddrPort(cfg.RemoteRTCP),
@@ -339,6 +358,9 @@ func newRTPEndpoint(cfg RTPConfig) (*RTPEndpoint, error) {
 	}
 	e.start = e.now()
 	e.lastRTP.Store(e.start.UnixNano())
+	if cfg.SRTP != nil {
+		e.srtp.Store(cfg.SRTP)
+	}
 	return e, nil
 }
 
@@ -519,7 +541,15 @@ func (e *RTPEndpoint) writeLocked(pt uint8, marker bool, ts uint32, payload []by
 		return false, fmt.Errorf("media: marshal RTP: %w", err)
 	}
 	e.seq++
-	if _, err := e.rtpConn.WriteToUDPAddrPort(e.txBuf[:n], *dst); err != nil {
+	out := e.txBuf[:n]
+	if s := e.srtp.Load(); s != nil {
+		enc, err := s.protectRTP(e.txEnc[:0], out, &e.txPkt.Header)
+		if err != nil {
+			return true, fmt.Errorf("media: SRTP protect: %w", err)
+		}
+		out = enc
+	}
+	if _, err := e.rtpConn.WriteToUDPAddrPort(out, *dst); err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return false, ErrEndpointClosed
 		}
@@ -579,6 +609,18 @@ func (e *RTPEndpoint) readRTPLoop() {
 }
 
 func (e *RTPEndpoint) handleRTP(buf []byte, from netip.AddrPort) {
+	if s := e.srtp.Load(); s != nil {
+		if len(buf) < minSRTP {
+			e.malformed.Add(1)
+			return
+		}
+		dec, err := s.unprotectRTP(e.rxDec[:0], buf, &e.rxPkt.Header)
+		if err != nil {
+			e.srtpFail("srtp", err)
+			return
+		}
+		buf = dec
+	}
 	if err := parseRTP(buf, &e.rxPkt); err != nil {
 		e.malformed.Add(1)
 		return
@@ -796,6 +838,7 @@ func (e *RTPEndpoint) Stats() RTPStats {
 
 	s.Dropped = e.queue.dropped.Load()
 	s.Malformed = e.malformed.Load()
+	s.SRTPFailed = e.srtpFailed.Load()
 	s.Ignored = e.ignored.Load()
 	if p := e.latchedPtr.Load(); p != nil {
 		s.Latched = *p

@@ -27,6 +27,10 @@ type baresip struct {
 	cfg    string       // the configuration with %d for the SIP port and the RTP range
 	answer bool
 	codec  string
+	// acctExtra is appended to the account line (";mediaenc=srtp-mand", issue 21); host is
+	// the address baresip listens on and names itself by ("" is 127.0.0.1, "[::1]" for IPv6).
+	acctExtra string
+	host      string
 }
 
 // newBaresip writes a configuration for codec ("pcmu/8000/1", "g722/8000/1",
@@ -71,10 +75,15 @@ func (b *baresip) reconfigure(t testing.TB) {
 	b.live.Store(int64(b.port))
 	rtp := 40000 + 2*rand.IntN(9980)
 	writeFile(t, b.dir, "config", fmt.Sprintf(b.cfg, b.port, rtp, rtp+19))
-	acct := fmt.Sprintf("<sip:baresip@127.0.0.1:%d>;regint=0;audio_codecs=%s", b.port, b.codec)
+	host := b.host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	acct := fmt.Sprintf("<sip:baresip@%s:%d>;regint=0;audio_codecs=%s", host, b.port, b.codec)
 	if b.answer {
 		acct += ";answermode=auto"
 	}
+	acct += b.acctExtra
 	writeFile(t, b.dir, "accounts", acct+"\n")
 }
 

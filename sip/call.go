@@ -66,6 +66,7 @@ type Call struct {
 	endedAt    time.Time
 	endReason  session.EndReason
 	outcome    Outcome
+	redirects  []Redirect // issue 21: the dial's 3xx steps
 	amd        AMDResult
 	transfer   bool // a transfer is in progress
 

@@ -54,6 +54,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
 	if err != nil {
+		if t, ok := s.registeredTrunk(src.Addr()); ok { // issue 21: through a registered binding
+			trunk, err = t, nil
+		}
+	}
+	if err != nil {
 		r := RefuseSource()
 		r.Cause = err
 		s.refuse(tx, req, r)
@@ -165,19 +170,26 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		n      Negotiated
 		sdpOut *SessionDescription
 	)
+	pol := policyFor(trunk, tp) // issue 21: SRTP
 	if offer != nil {
-		n, sdpOut, err = answerOffer(offer, s.o.Codecs, med.local, origin)
+		n, sdpOut, err = answerOfferSRTP(offer, s.o.Codecs, med.local, origin, pol, nil)
 		if err != nil {
 			med.close()
 			r := RefuseNoCodec()
 			r.Cause = err
+			if isSRTPError(err) {
+				r = refuseSRTP(err)
+			}
 			fail(r, session.EndFailed)
 			return
 		}
-	} else {
-		sdpOut = buildOffer(s.o.Codecs, med.local, origin, SendRecv)
+	} else if sdpOut, err = buildOfferSRTP(s.o.Codecs, med.local, origin, SendRecv, pol, nil); err != nil {
+		med.close()
+		fail(refuseSRTP(err), session.EndFailed)
+		return
 	}
 	l := s.newLeg(false, med, log)
+	l.sec = pol
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),
@@ -214,7 +226,23 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 
 	contactHdr := s.contact(tp, adv)
-	if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
+	if wants100rel(req) { // issue 21: a reliable 183 with the answer, acknowledged by PRACK
+		var early []byte
+		if offer != nil {
+			early = sdpOut.Marshal()
+		}
+		if err := s.ringReliably(ctx, tx, req, l, tag, contactHdr, early); err != nil {
+			switch {
+			case errors.Is(err, errNoPrack):
+				log.Info("sip: no PRACK; refusing the call", "err", err)
+				s.refuse(tx, req, &Refusal{Status: 500, Reason: "no PRACK", Cause: err})
+				cleanup(session.EndFailed)
+			default:
+				cleanup(session.EndCallerHungUp)
+			}
+			return
+		}
+	} else if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
 		cleanup(session.EndCallerHungUp)
 		return
 	}
@@ -285,7 +313,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		// Late offer: the answer is in the ACK (RFC 3261 §13.2.1).
 		answer, err := ParseSDP(ack.Body())
 		if err == nil {
-			n, err = takeAnswer(answer, s.o.Codecs)
+			n, err = takeAnswerSRTP(answer, s.o.Codecs, sdpOut, pol)
 		}
 		if err != nil {
 			log.Info("sip: late-offer ACK without a usable answer", "err", err)

@@ -50,6 +50,10 @@ type leg struct {
 	onMedia   func(l *leg, n Negotiated) // a re-INVITE or UPDATE changed the media (hold)
 	// pendingAuth is the credentials header of our next INVITE after a 401/407.
 	pendingAuth sip.Header
+	// sec is the leg's SRTP policy (issue 21), set when the leg is made.
+	sec srtpPolicy
+	// rel is the UAS side of 100rel (issue 21, prack.go); nil until a reliable 1xx is sent.
+	rel *reliable
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -95,6 +99,7 @@ func (l *leg) confirm() {
 	l.state = legConfirmed
 	l.mu.Unlock()
 	l.med.onTimeout(func() { l.end(session.EndMediaTimeout, true, "RTP timeout") })
+	l.med.onSRTPFail(func() { l.end(session.EndFailed, true, "SRTP authentication failed") }) // issue 21
 	l.armSessionTimer(0)
 }
 
@@ -218,6 +223,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 		sd.Origin.SessionVersion++
 		l.localSD = sd
 	}
+	offerSD := l.localSD
 	body := l.localSD.Marshal()
 	req := l.s.newRequest(&l.d, sip.INVITE, 0)
 	seq := req.CSeq().SeqNo
@@ -252,7 +258,7 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 			case res.IsSuccess():
 				l.sendAck(seq, nil)
 				if sd, err := ParseSDP(res.Body()); err == nil {
-					if n, err := takeAnswer(sd, l.s.o.Codecs); err == nil {
+					if n, err := takeAnswerSRTP(sd, l.s.o.Codecs, offerSD, l.sec); err == nil {
 						l.mu.Lock()
 						n.Local = l.localSD.Media[0].Direction
 						l.neg, l.haveNeg = n, true
@@ -338,6 +344,8 @@ func (l *leg) handle(req *sip.Request, tx sip.ServerTransaction) {
 		l.handleReinvite(req, tx)
 	case sip.UPDATE:
 		l.handleUpdate(req, tx)
+	case sip.PRACK: // issue 21
+		l.handlePrack(req, tx)
 	case sip.INFO:
 		l.handleInfo(req, tx)
 	case sip.NOTIFY:
@@ -410,9 +418,9 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		n, answer, err = answerOffer(offer, l.s.preferCurrent(l), l.med.local, origin)
+		n, answer, err = answerOfferSRTP(offer, l.s.preferCurrent(l), l.med.local, origin, l.sec, l.keys())
 		if err != nil {
-			l.s.refuse(tx, req, &Refusal{Status: 488, Reason: "no common codec", Warning: 305, Cause: err})
+			l.s.refuse(tx, req, refusalFor(err))
 			return
 		}
 	} else {
@@ -422,7 +430,11 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		answer = buildOffer(codecs, l.med.local, origin, SendRecv)
+		var err error
+		if answer, err = buildOfferSRTP(codecs, l.med.local, origin, SendRecv, l.sec, l.keys()); err != nil {
+			l.s.refuse(tx, req, refuseSRTP(err))
+			return
+		}
 	}
 	hdrs := append([]sip.Header{
 		l.s.contact(l.d.transport, l.d.advertise),
@@ -457,7 +469,7 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 			l.log.Info("sip: late-offer re-INVITE ACK carried no usable answer", "err", err)
 			return
 		}
-		n, err := takeAnswer(sd, l.s.o.Codecs)
+		n, err := takeAnswerSRTP(sd, l.s.o.Codecs, answer, l.sec)
 		if err != nil {
 			l.log.Info("sip: late-offer re-INVITE answer unusable", "err", err)
 			return
@@ -489,9 +501,9 @@ func (l *leg) handleUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		origin := l.localSD.Origin
 		l.mu.Unlock()
 		origin.SessionVersion++
-		n, answer, err := answerOffer(offer, l.s.preferCurrent(l), l.med.local, origin)
+		n, answer, err := answerOfferSRTP(offer, l.s.preferCurrent(l), l.med.local, origin, l.sec, l.keys())
 		if err != nil {
-			l.s.refuse(tx, req, &Refusal{Status: 488, Reason: "no common codec", Warning: 305, Cause: err})
+			l.s.refuse(tx, req, refusalFor(err))
 			return
 		}
 		l.mu.Lock()

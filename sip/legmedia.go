@@ -64,8 +64,13 @@ type legMedia struct {
 	ackRemote  netip.AddrPort
 	ackRemoteC netip.AddrPort
 
-	txMu sync.Mutex
-	tx   txState
+	txMu   sync.Mutex
+	tx     txState
+	keys   *sdesKeys // the SRTP keys in use (issue 21), guarded by txMu
+	rekeys uint64    // times they changed after the start, guarded by txMu
+	// srtpFail is what runs when every packet fails SRTP (srtp.go); srtpFailed once it ran.
+	srtpFail   atomic.Pointer[func()]
+	srtpFailed atomic.Bool
 
 	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
 	// that arrive in order, run's clock conceals and fills.
@@ -168,7 +173,16 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		m.txMu.Unlock()
 		remote, remoteRTCP = netip.AddrPort{}, netip.AddrPort{}
 	}
+	var sec *media.SRTP
+	if n.SRTP != nil { // issue 21
+		var err error
+		if sec, err = n.SRTP.contexts(); err != nil {
+			return fmt.Errorf("sip: start SRTP: %w", err)
+		}
+		m.keys = n.SRTP
+	}
 	ep, err := media.NewRTPEndpoint(ctx, media.RTPConfig{
+		SRTP:              sec,
 		Ports:             m.ports,
 		Remote:            remote,
 		RemoteRTCP:        remoteRTCP,
@@ -222,6 +236,7 @@ func (m *legMedia) apply(n Negotiated) {
 	if n.Remote.IsValid() {
 		m.ep.SetRemote(n.Remote, n.RemoteRTCP)
 	}
+	m.rekey(n.SRTP)
 	if err := m.setTx(n); err != nil {
 		m.log.Warn("sip: codec change on the send side failed", "err", err)
 	}
@@ -606,6 +621,9 @@ func (m *legMedia) step(now time.Time) {
 		if d, _, ok := m.dtmfRx.Flush(); ok {
 			m.deliverDTMF(d)
 		}
+	}
+	if m.ticks%50 == 0 {
+		m.checkSRTP() // issue 21
 	}
 	if m.ticks%10 == 0 {
 		st := m.rx.Stats()

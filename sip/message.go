@@ -11,8 +11,8 @@ import (
 
 // Headers Parley announces (RFC 3261 §20.5, §20.37; RFC 4028 §3; RFC 3515 §2.4.4).
 const (
-	allowMethods     = "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, REFER, NOTIFY, UPDATE"
-	supportedOptions = "timer, replaces"
+	allowMethods     = "INVITE, ACK, CANCEL, BYE, OPTIONS, INFO, REFER, NOTIFY, UPDATE, PRACK"
+	supportedOptions = "timer, replaces, 100rel"
 	acceptTypes      = "application/sdp, application/dtmf-relay, application/dtmf"
 )
 

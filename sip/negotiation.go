@@ -37,6 +37,8 @@ type Negotiated struct {
 	Remote, RemoteRTCP netip.AddrPort
 	// Local is our direction; RemoteDir the peer's.
 	Local, RemoteDir Direction
+	// SRTP holds the SDES keys when the stream is RTP/SAVP (issue 21); nil for plain RTP.
+	SRTP *sdesKeys
 }
 
 // Sending reports whether we send audio: both our direction and the peer's allow it, and the
@@ -107,14 +109,15 @@ func audioSection(sd *SessionDescription) int {
 // first usable audio stream that is among codecs (the offerer's preference wins), the
 // telephone-event format at the same clock rate, and builds the answer: that one codec and
 // telephone-event on our address, the direction reversed, every other stream rejected with
-// port 0. It returns ErrNoCommonCodec (wrapped) when nothing fits, including an offer whose
-// only audio is SRTP (Parley speaks plain RTP/AVP).
+// port 0. It returns ErrNoCommonCodec (wrapped) when nothing fits. RTP/SAVP sections are
+// taken like RTP/AVP ones: answerOfferSRTP (srtp.go) rejects those the trunk's policy forbids
+// beforehand and adds the keys after.
 func answerOffer(offer *SessionDescription, codecs []codec.Info, local netip.AddrPort, origin Origin) (Negotiated, *SessionDescription, error) {
 	idx := -1
 	var n Negotiated
 	for i := range offer.Media {
 		m := &offer.Media[i]
-		if m.Type != "audio" || m.Port == 0 || (m.Proto != "RTP/AVP" && m.Proto != "RTP/AVPF") {
+		if m.Type != "audio" || m.Port == 0 || (m.Proto != "RTP/AVP" && m.Proto != "RTP/AVPF" && !isSecureProto(m.Proto)) {
 			continue
 		}
 		found := false

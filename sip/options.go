@@ -2,6 +2,7 @@ package sip
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -34,6 +35,9 @@ type Options struct {
 	TLSAddr                 string
 	TLSCertFile, TLSKeyFile string
 	TLSConfig               *tls.Config
+	// TLSRootCAs are the roots outbound TLS trusts beside each trunk's CA; nil is the system
+	// pool (issue 21).
+	TLSRootCAs *x509.CertPool
 	// PublicIP is the address advertised in Via, Contact and SDP (PARLEY_PUBLIC_IP). Zero
 	// advertises the local address the peer is reached from.
 	PublicIP netip.Addr
@@ -58,6 +62,15 @@ type Options struct {
 	// before the call is given up (RFC 3261 §13.3.1.4); zero means 64×T1 (32 s). Tests
 	// shorten it.
 	AckTimeout time.Duration
+	// PrackTimeout is how long a reliable provisional response is retransmitted while waiting
+	// for its PRACK before the INVITE is refused 500 (RFC 3262 §3); 0 means 64×T1 (issue 21).
+	PrackTimeout time.Duration
+	// OnRegistration receives every registration state change (issue 21); it must not block
+	// for long. RegisterBackoffMax caps the retry backoff (0: 1 min). InstanceID is this node's
+	// +sip.instance UUID (empty: one made at start).
+	OnRegistration     func(RegistrationStatus)
+	RegisterBackoffMax time.Duration
+	InstanceID         string
 	// TransferAllow lists the non-public networks transfers may go to (a PBX on the LAN):
 	// a transfer to a SIP URI whose host is (or resolves to) a loopback, private, link-local,
 	// unspecified or multicast address outside these is refused with ErrDestinationNotAllowed

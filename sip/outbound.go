@@ -41,6 +41,9 @@ type DialRequest struct {
 	Transfer TransferOptions
 	// Tap receives every frame of the call in both directions (see Plan.Tap).
 	Tap func(fromCaller bool, f *media.Frame)
+	// CheckRedirect, when set, must allow each 3xx Contact target before it is dialled (the
+	// control plane's dial allow-list), beside the transfer allow-list (issue 21).
+	CheckRedirect func(ctx context.Context, target string) error
 }
 
 // Dial places an outbound call: INVITE with an SDP offer of the configured codecs through the
@@ -72,12 +75,20 @@ func (s *Server) Dial(ctx context.Context, r DialRequest) (*Call, error) {
 	l, err := s.placeCall(ctx, c, dialSpec{
 		target: target, transport: tp, from: r.From, fromName: r.FromName, trunk: r.Trunk,
 		ringTimeout: r.RingTimeout, headers: r.Headers, onRinging: func() { c.emit(Event{Kind: EventRinging}) },
+		checkRedirect: r.CheckRedirect,
+		onRedirect: func(step Redirect) { // issue 21
+			c.mu.Lock()
+			c.redirects = append(c.redirects, step)
+			c.mu.Unlock()
+			c.emit(Event{Kind: EventRedirect, Redirect: step})
+		},
 	})
 	if err != nil {
 		var de *DialError
 		if errors.As(err, &de) {
 			c.mu.Lock()
 			c.outcome = de.Outcome
+			de.Redirects = append([]Redirect(nil), c.redirects...)
 			c.mu.Unlock()
 			c.emitFailed(de)
 		}
@@ -198,6 +209,9 @@ type dialSpec struct {
 	ringTimeout time.Duration
 	headers     map[string]string
 	onRinging   func()
+	// issue 21: redirects
+	checkRedirect func(ctx context.Context, target string) error
+	onRedirect    func(Redirect)
 }
 
 // resolveHost returns an IP address of host (for choosing our advertised address).
@@ -225,7 +239,12 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 	}
 	origin := Origin{Username: "parley", SessionID: sdpSessionID(), Address: adv.String()}
 	origin.SessionVersion = origin.SessionID
-	offer := buildOffer(s.o.Codecs, med.local, origin, SendRecv)
+	pol := policyFor(sp.trunk, sp.transport) // issue 21: SRTP
+	offer, err := buildOfferSRTP(s.o.Codecs, med.local, origin, SendRecv, pol, nil)
+	if err != nil {
+		med.close()
+		return nil, &DialError{Outcome: OutcomeFailed, Reason: "SRTP needs TLS signalling", Cause: err}
+	}
 	fromHost := adv.String()
 	if sp.trunk.FromDomain != "" {
 		fromHost = sp.trunk.FromDomain
@@ -244,6 +263,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		fromURI = sip.Uri{Scheme: "sip", User: fromUser, Host: fromHost}
 	}
 	l := s.newLeg(true, med, log)
+	l.sec = pol
 	toURI := sip.Uri{Scheme: sp.target.Scheme, User: sp.target.User, Host: sp.target.Host, Port: sp.target.Port}
 	l.d = dialog{
 		callID: newUUID(), localTag: newTag(), local: fromURI, remote: toURI, localName: sp.fromName,
@@ -258,9 +278,17 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		return nil, &DialError{Outcome: OutcomeFailed, Cause: err}
 	}
 	cleanup := func() { l.end(session.EndFailed, false, "") }
+	if sp.transport == TLS { // issue 21: the trunk's own verified connection
+		if err := s.ensureTLS(ctx, sp.trunk, l.d.dest); err != nil {
+			cleanup()
+			o, detail := outcomeOf(0, failUnreachable)
+			return nil, &DialError{Outcome: o, Detail: detail, Reason: "TLS handshake failed", Cause: err}
+		}
+	}
 	seExpires := s.o.SessionExpires
 	authTries := 0
-	for attempt := 0; attempt < 5; attempt++ {
+	redir := &redirector{s: s, check: sp.checkRedirect, tried: map[string]bool{}, onEvent: sp.onRedirect}
+	for attempt := 0; attempt < 5+maxRedirects; attempt++ {
 		l.mu.Lock()
 		req := s.newRequest(&l.d, sip.INVITE, 0)
 		seq := req.CSeq().SeqNo
@@ -294,6 +322,9 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 				reason = "cancelled"
 			case failUnreachable:
 				reason = "no response"
+				if isTLSVerifyError(err) { // issue 21
+					reason = "TLS handshake failed"
+				}
 			}
 			return nil, &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
 		case err != nil:
@@ -317,6 +348,21 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		case res.StatusCode == 422:
 			if m := parseMinSE(res); m > seExpires {
 				seExpires = m
+				continue
+			}
+		case res.StatusCode >= 300 && res.StatusCode < 400: // issue 21: follow the redirect
+			redir.take(res, sp.target)
+		}
+		if res.StatusCode >= 300 && len(redir.queue) > 0 {
+			if next, ok := redir.next(ctx); ok {
+				log.Info("sip: INVITE redirected", "status", res.StatusCode, "to", next.String())
+				l.retarget(next, &sp)
+				if sp.transport == TLS {
+					if err := s.ensureTLS(ctx, sp.trunk, l.d.dest); err != nil {
+						cleanup()
+						return nil, &DialError{Outcome: OutcomeFailed, Reason: "TLS handshake failed", Cause: err}
+					}
+				}
 				continue
 			}
 		}
@@ -345,6 +391,7 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 		ringing    bool
 		gotResp    bool
 		cancelWait <-chan time.Time
+		rel        uacPrack // issue 21: 100rel
 	)
 	sendCancel := func(why dialFailure) {
 		if cancelSent {
@@ -368,6 +415,9 @@ func (s *Server) runInvite(ctx context.Context, l *leg, req *sip.Request, sp dia
 			if res.IsProvisional() {
 				if cancelled != failNone && !cancelSent {
 					sendCancel(cancelled)
+				}
+				if res.StatusCode > 100 && requires100rel(res) && cancelled == failNone {
+					s.prack(l, req, res, &rel)
 				}
 				if res.StatusCode >= 180 && !ringing {
 					ringing = true
@@ -463,7 +513,7 @@ func (s *Server) earlyMedia(l *leg, res *sip.Response) {
 	if err != nil {
 		return
 	}
-	n, err := takeAnswer(sd, s.o.Codecs)
+	n, err := takeAnswerSRTP(sd, s.o.Codecs, l.offerSD(), l.sec)
 	if err != nil {
 		return
 	}
@@ -504,8 +554,12 @@ func (s *Server) acceptAnswer(l *leg, req *sip.Request, res *sip.Response) error
 		l.end(session.EndFailed, true, "no usable SDP answer")
 		return &DialError{Outcome: OutcomeFailed, Status: res.StatusCode, Reason: "bad SDP answer", Cause: err}
 	}
-	n, err := takeAnswer(sd, s.o.Codecs)
+	n, err := takeAnswerSRTP(sd, s.o.Codecs, l.offerSD(), l.sec)
 	if err != nil {
+		if isSRTPError(err) {
+			l.end(session.EndFailed, true, "SRTP negotiation failed")
+			return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "SRTP negotiation failed", Cause: err}
+		}
 		l.end(session.EndFailed, true, "no common codec")
 		return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "no common codec", Cause: err}
 	}

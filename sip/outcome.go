@@ -30,6 +30,8 @@ type DialError struct {
 	Reason  string // the response's reason phrase, or what happened
 	Detail  string
 	Cause   error
+	// Redirects are the 3xx steps the dial took (issue 21).
+	Redirects []Redirect
 }
 
 func (e *DialError) Error() string {

@@ -8,18 +8,18 @@ import (
 )
 
 // supportedRequire lists the option tags Parley accepts in Require (RFC 3261 §8.2.2.3).
-var supportedRequire = map[string]bool{"timer": true, "replaces": true}
+var supportedRequire = map[string]bool{"timer": true, "replaces": true, "100rel": true}
 
 // routes registers the request handlers.
 func (s *Server) routes() {
 	s.srv.OnInvite(s.checked(s.onInvite))
 	s.srv.OnAck(s.onAck)
 	s.srv.OnCancel(s.checked(s.onCancel))
-	for _, m := range []sip.RequestMethod{sip.BYE, sip.INFO, sip.NOTIFY, sip.REFER, sip.UPDATE} {
+	for _, m := range []sip.RequestMethod{sip.BYE, sip.INFO, sip.NOTIFY, sip.REFER, sip.UPDATE, sip.PRACK} {
 		s.srv.OnRequest(m, s.checked(s.inDialog))
 	}
 	s.srv.OnOptions(s.checked(s.onOptions))
-	for _, m := range []sip.RequestMethod{sip.REGISTER, sip.SUBSCRIBE, sip.PUBLISH, sip.MESSAGE, sip.PRACK} {
+	for _, m := range []sip.RequestMethod{sip.REGISTER, sip.SUBSCRIBE, sip.PUBLISH, sip.MESSAGE} {
 		s.srv.OnRequest(m, s.checked(func(req *sip.Request, tx sip.ServerTransaction) {
 			s.respond(tx, req, 405, newTag(), nil, sip.NewHeader("Allow", allowMethods))
 		}))

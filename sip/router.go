@@ -116,6 +116,8 @@ type Event struct {
 	Transfer TransferEvent
 	// Stats are the call's media statistics at the event.
 	Stats CallStats
+	// Redirect is set on EventRedirect (issue 21).
+	Redirect Redirect
 }
 
 // TransferEvent describes a transfer in an Event.

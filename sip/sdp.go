@@ -79,6 +79,9 @@ type MediaDescription struct {
 	RTCPPort int
 	RTCPAddr netip.Addr
 	RTCPMux  bool // a=rtcp-mux (RFC 5761)
+	// Crypto are the a=crypto values (RFC 4568), in order (issue 21). They carry SRTP keys:
+	// never log them.
+	Crypto []string
 }
 
 // PayloadTypes returns the formats that are valid RTP payload types (0..127).
@@ -343,6 +346,10 @@ func parseAttribute(sd *SessionDescription, m *MediaDescription, v string) error
 		}
 	case "rtcp-mux":
 		m.RTCPMux = true
+	case "crypto": // issue 21
+		if len(m.Crypto) < maxCryptoLines {
+			m.Crypto = append(m.Crypto, strings.TrimSpace(val))
+		}
 	}
 	return nil
 }
@@ -423,6 +430,9 @@ func (sd *SessionDescription) Marshal() []byte {
 		}
 		if m.RTCPMux {
 			b.WriteString("a=rtcp-mux\r\n")
+		}
+		for _, c := range m.Crypto { // issue 21
+			b.WriteString("a=crypto:" + c + "\r\n")
 		}
 		if m.Direction != "" {
 			b.WriteString("a=" + string(m.Direction) + "\r\n")

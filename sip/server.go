@@ -38,6 +38,12 @@ type Server struct {
 	cli   *sipgo.Client
 	alloc *media.PortAllocator
 	auth  *digestAuth
+	// dialed hands the trunks' TLS connections to sipgo (issue 21, tls.go).
+	dialed *dialedTLS
+	// regs are the registrations by trunk name, instance this node's +sip.instance (issue 21,
+	// register.go); guarded by mu.
+	regs     map[string]*registration
+	instance string
 
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
@@ -192,11 +198,17 @@ func (s *Server) listen() error {
 		}
 		s.tlsLn = ln
 		s.portTLS = ln.Addr().(*net.TCPAddr).Port
+		s.dialed = newDialedTLS(ln.Addr())
+	} else {
+		s.dialed = newDialedTLS(tcp.Addr())
 	}
 	return nil
 }
 
 func (s *Server) closeListeners() {
+	if s.dialed != nil {
+		s.dialed.Close()
+	}
 	for _, c := range []io.Closer{s.udpConn, s.tcpLn, s.tlsLn} {
 		if c != nil && !isNilCloser(c) {
 			c.Close()
@@ -258,6 +270,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.tlsLn != nil {
 		s.serve(func() error { return s.srv.ServeTLS(s.tlsLn) }, "tls")
 	}
+	s.serve(func() error { return s.srv.ServeTLS(s.dialed) }, "tls-out") // issue 21
 	attrs := []any{"udp", s.Addr(UDP).String(), "tcp", s.Addr(TCP).String()}
 	if s.tlsLn != nil { // no TLS: no tls attribute (it printed "invalid AddrPort")
 		attrs = append(attrs, "tls", s.Addr(TLS).String())
@@ -346,6 +359,7 @@ func (s *Server) Close() error {
 		s.closed = true
 		s.mu.Unlock()
 		s.endAll(session.EndShutdown, "node shutting down")
+		s.unregisterAll() // issue 21: remove the bindings while the transports are up
 		// Give the BYEs a moment to be answered before the transports go away.
 		bgDone := make(chan struct{})
 		s.wg.Add(1)

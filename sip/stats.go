@@ -31,6 +31,11 @@ type CallStats struct {
 	SendErrors uint64
 	// Latched is the address RTP is sent to after symmetric-RTP latching ("" before).
 	Latched string
+	// SRTP is the SRTP suite protecting the media ("" for plain RTP) and SRTPFailed the packets
+	// refused by its authentication or replay check (issue 21).
+	SRTP       string
+	SRTPFailed uint64
+	SRTPRekeys uint64 // times the keys changed during the call (re-INVITE)
 }
 
 // stats gathers a leg's statistics.
@@ -46,6 +51,13 @@ func (l *leg) stats() CallStats {
 	if ep.Latched.IsValid() {
 		st.Latched = ep.Latched.String()
 	}
+	st.SRTPFailed = ep.SRTPFailed
+	l.med.txMu.Lock()
+	if l.med.keys != nil {
+		st.SRTP = string(l.med.keys.profile)
+	}
+	st.SRTPRekeys = l.med.rekeys
+	l.med.txMu.Unlock()
 	return st
 }
 

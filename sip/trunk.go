@@ -52,6 +52,17 @@ type Trunk struct {
 	// FromDomain, when set, is the host part of the From URI of outbound calls (some carriers
 	// identify the account by it); empty uses Parley's advertised address.
 	FromDomain string
+
+	// issue 21: encrypted trunks (see srtp.go, tls.go).
+	// SRTP is the media-encryption mode: disabled (empty), allowed or required.
+	SRTP SRTPMode
+	// SRTPOverClear lets SDES keys travel over UDP or TCP signalling (they are then no secret
+	// from anyone on the path); without it SRTP needs a TLS trunk.
+	SRTPOverClear bool
+	// TLS is the trunk's TLS material: extra CA, client certificate for mutual TLS.
+	TLS TrunkTLS
+	// Registration, when set, makes Parley register to the trunk (register.go).
+	Registration *Registration
 }
 
 // Allows reports whether src may send INVITEs for this trunk.
@@ -74,6 +85,12 @@ func (t *Trunk) Validate() error {
 		return err
 	}
 	if _, err := ParseTransport(string(t.Transport)); err != nil {
+		return err
+	}
+	if _, err := ParseSRTPMode(string(t.SRTP)); err != nil { // issue 21
+		return err
+	}
+	if err := t.TLS.validate(); err != nil {
 		return err
 	}
 	return nil

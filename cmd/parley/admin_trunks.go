@@ -18,7 +18,7 @@ import (
 // nothing prints it back.
 func trunksCommand() *command {
 	return &command{name: "trunks", short: "SIP trunks", subs: []*command{
-		{name: "add", short: "add a trunk (--name, --uri sip:host:port, --transport, --username, --password|--password-env, --allow CIDR…, --inbound-auth)", run: adminLeaf(trunksAdd)},
+		{name: "add", short: "add a trunk (--name, --uri sip:host:port, --transport, --username, --password|--password-env, --allow CIDR…, --inbound-auth, --srtp, --tls-ca, --tls-client-cert/--tls-client-key)", run: adminLeaf(trunksAdd)},
 		{name: "list", short: "list the trunks", run: adminLeaf(trunksList)},
 		{name: "remove", short: "remove a trunk by name or id", run: adminLeaf(trunksRemove)},
 	}}
@@ -26,16 +26,24 @@ func trunksCommand() *command {
 
 // trunkJSON is the admin view of a trunk: never the password, only whether one is set.
 type trunkJSON struct {
-	ID             string    `json:"id"`
-	Name           string    `json:"name"`
-	URI            string    `json:"uri"`
-	Transport      string    `json:"transport"`
-	Username       string    `json:"username"`
-	PasswordSet    bool      `json:"password_set"`
-	AllowedSources []string  `json:"allowed_sources"`
-	InboundAuth    bool      `json:"inbound_auth"`
-	FromDomain     string    `json:"from_domain,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	URI            string   `json:"uri"`
+	Transport      string   `json:"transport"`
+	Username       string   `json:"username"`
+	PasswordSet    bool     `json:"password_set"`
+	AllowedSources []string `json:"allowed_sources"`
+	InboundAuth    bool     `json:"inbound_auth"`
+	FromDomain     string   `json:"from_domain,omitempty"`
+	// issue 21: encryption (the client key is never shown, only whether one is set).
+	SRTP          string `json:"srtp"`
+	SRTPOverClear bool   `json:"srtp_over_clear,omitempty"`
+	TLSCA         bool   `json:"tls_ca_set"`
+	ClientCert    bool   `json:"tls_client_cert_set"`
+	// issue 21: registration settings and each node's state.
+	Registration *registrationJSON `json:"registration,omitempty"`
+	RegStates    []regStateJSON    `json:"registration_states,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
 }
 
 func toTrunkJSON(t store.Trunk) trunkJSON {
@@ -45,7 +53,9 @@ func toTrunkJSON(t store.Trunk) trunkJSON {
 	}
 	return trunkJSON{ID: string(t.ID), Name: t.Name, URI: t.URI, Transport: t.Transport, Username: t.Username,
 		PasswordSet: t.HasPassword(), AllowedSources: src, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain,
-		CreatedAt: t.CreatedAt.UTC()}
+		SRTP: t.SRTP, SRTPOverClear: t.SRTPOverClear, TLSCA: t.TLSCA != "", ClientCert: t.HasClientCert(),
+		Registration: toRegistrationJSON(t),
+		CreatedAt:    t.CreatedAt.UTC()}
 }
 
 // masterBox opens the master key the server uses (configured, or the key file of the data
@@ -69,6 +79,8 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 	fs.Var(&allow, "allow", "address or CIDR allowed to send inbound calls (repeatable, or comma-separated)")
 	inboundAuth := fs.Bool("inbound-auth", false, "challenge the trunk's inbound INVITEs with digest authentication")
 	fromDomain := fs.String("from-domain", "", "host part of the From of outbound calls (default: Parley's address)")
+	sec := trunkSecurityFlags(fs) // issue 21
+	reg := trunkRegistrationFlags(fs)
 	return func(a *adminCtx) error {
 		if strings.TrimSpace(*name) == "" || strings.TrimSpace(*uri) == "" {
 			return usageError{"--name and --uri are required"}
@@ -92,8 +104,12 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 				}
 			}
 		}
+		ns, err := sec.read()
+		if err != nil {
+			return err
+		}
 		var box *secrets.Box
-		if pw != "" {
+		if pw != "" || ns.TLSClientKey != "" {
 			b, err := a.masterBox()
 			if err != nil {
 				return err
@@ -101,7 +117,7 @@ func trunksAdd(fs *flag.FlagSet) func(a *adminCtx) error {
 			box = b
 		}
 		t, err := a.st.CreateTrunk(a.ctx, box, store.NewTrunk{Name: *name, URI: *uri, Transport: *transport, Username: *username,
-			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain})
+			Password: pw, AllowedSources: sources, InboundAuth: *inboundAuth, FromDomain: *fromDomain, NewTrunkSecurity: ns, TrunkRegistration: reg.read()})
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			return fmt.Errorf("a trunk named %q already exists", *name)
@@ -126,12 +142,18 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 		if err != nil {
 			return err
 		}
+		states, err := a.st.ListRegistrationStates(a.ctx) // issue 21
+		if err != nil {
+			return err
+		}
 		out := make([]trunkJSON, 0, len(ts))
 		for _, t := range ts {
-			out = append(out, toTrunkJSON(t))
+			j := toTrunkJSON(t)
+			j.RegStates = regStatesOf(t.ID, states)
+			out = append(out, j)
 		}
 		return a.print(out, func(w io.Writer) {
-			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tID")
+			fmt.Fprintln(w, "NAME\tURI\tTRANSPORT\tUSERNAME\tPASSWORD\tALLOWED SOURCES\tINBOUND AUTH\tSRTP\tREGISTRATION\tID")
 			for _, t := range out {
 				pw := "-"
 				if t.PasswordSet {
@@ -145,7 +167,7 @@ func trunksList(fs *flag.FlagSet) func(a *adminCtx) error {
 				if user == "" {
 					user = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.ID)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\n", t.Name, t.URI, t.Transport, user, pw, src, t.InboundAuth, t.SRTP, regSummary(t), t.ID)
 			}
 		})
 	}

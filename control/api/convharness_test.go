@@ -87,6 +87,8 @@ type fakeDialer struct {
 	fail   *runtime.DialFailure // fail every call with this
 	hold   bool                 // ring until the call is cancelled
 	ports  []*fakePort
+	// redirects are reported (OnRedirect) before the call rings (issue 21).
+	redirects []runtime.Redirect
 }
 
 func (d *fakeDialer) HasTrunk(name string) bool {
@@ -98,8 +100,13 @@ func (d *fakeDialer) HasTrunk(name string) bool {
 func (d *fakeDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	d.mu.Lock()
 	d.calls = append(d.calls, r)
-	fail, hold := d.fail, d.hold
+	fail, hold, redirects := d.fail, d.hold, d.redirects
 	d.mu.Unlock()
+	for _, rd := range redirects {
+		if r.OnRedirect != nil {
+			r.OnRedirect(rd)
+		}
+	}
 	if fail != nil {
 		return fail
 	}

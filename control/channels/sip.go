@@ -101,6 +101,10 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {
 				r.OnRinging()
 			}
+			if ev.Kind == sip.EventRedirect && r.OnRedirect != nil { // issue 21
+				x := ev.Redirect
+				r.OnRedirect(runtime.Redirect{Status: x.Status, From: x.From, To: x.To, State: x.State, Reason: x.Reason})
+			}
 		},
 	})
 	var de *sip.DialError

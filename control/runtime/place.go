@@ -37,6 +37,8 @@ type DialRequest struct {
 	Conversation func(ctx context.Context, port session.AudioPort) (*session.Conversation, error)
 	// OnRinging is called when the callee's phone rings (it must not block).
 	OnRinging func()
+	// OnRedirect is called for each 3xx step of the dial (issue 21); it may block briefly.
+	OnRedirect func(Redirect)
 	// Tap receives the call's audio, both ways (for the recording); it runs on the media path.
 	Tap func(fromCaller bool, f *media.Frame)
 }
@@ -173,7 +175,8 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 	var rec atomic.Pointer[media.Recorder] // set on answer, read on the media path
 	dr := DialRequest{
 		ID: string(c.ID), From: c.FromNumber, To: c.ToNumber, Trunk: req.Trunk,
-		OnRinging: func() { l.p.status(store.ConvRinging) },
+		OnRinging:  func() { l.p.status(store.ConvRinging) },
+		OnRedirect: func(r Redirect) { rt.redirected(l, r) },
 		Conversation: func(ctx context.Context, port session.AudioPort) (*session.Conversation, error) {
 			var sink session.Sink = l.p
 			if rt.o.WebCalls != nil {

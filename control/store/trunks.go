@@ -27,11 +27,13 @@ type Trunk struct {
 	Username       string
 	PasswordSealed string // "" when the trunk has no password
 	// AllowedSources are the networks (CIDRs, canonical) allowed to send inbound calls.
-	AllowedSources []string
-	InboundAuth    bool
-	FromDomain     string // host of the From URI of outbound calls; "" means Parley's address
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	AllowedSources    []string
+	InboundAuth       bool
+	FromDomain        string // host of the From URI of outbound calls; "" means Parley's address
+	TrunkSecurity            // issue 21: SRTP and TLS (trunks_security.go)
+	TrunkRegistration        // issue 21: registration (trunks_registration.go)
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // HasPassword reports whether a password is stored.
@@ -63,20 +65,24 @@ type NewTrunk struct {
 	Username  string
 	Password  string // sealed with the box given to CreateTrunk
 	// AllowedSources are addresses or CIDRs ("203.0.113.7", "198.51.100.0/24").
-	AllowedSources []string
-	InboundAuth    bool
-	FromDomain     string
+	AllowedSources    []string
+	InboundAuth       bool
+	FromDomain        string
+	NewTrunkSecurity  // issue 21
+	TrunkRegistration // issue 21
 }
 
 // maxTrunkSources bounds the allowed sources of one trunk.
 const maxTrunkSources = 256
 
-const trunkCols = `id, name, uri, transport, username, password_sealed, allowed_sources, inbound_auth, from_domain, created_at, updated_at`
+const trunkCols = `id, name, uri, transport, username, password_sealed, allowed_sources, inbound_auth, from_domain, created_at, updated_at, ` + trunkSecurityCols
 
 func scanTrunk(r rowScanner) (Trunk, error) {
 	var t Trunk
 	err := r.Scan(&t.ID, &t.Name, &t.URI, &t.Transport, &t.Username, nullTextCol[string]{&t.PasswordSealed},
-		jsonCol{&t.AllowedSources}, &t.InboundAuth, &t.FromDomain, timeCol{&t.CreatedAt}, timeCol{&t.UpdatedAt})
+		jsonCol{&t.AllowedSources}, &t.InboundAuth, &t.FromDomain, timeCol{&t.CreatedAt}, timeCol{&t.UpdatedAt},
+		&t.SRTP, &t.SRTPOverClear, &t.TLSCA, &t.TLSClientCert, nullTextCol[string]{&t.TLSClientKeySealed},
+		&t.Registrar, &t.Backup, &t.AOR, &t.Proxy, &t.Expires)
 	return t, err
 }
 
@@ -135,6 +141,12 @@ func checkTrunk(nt NewTrunk) (string, []string, error) {
 	if len(nt.Password) > 1024 {
 		return "", nil, fmt.Errorf("store: %w: trunk password too long", ErrInvalid)
 	}
+	if err := checkTrunkSecurity(tp, &nt.NewTrunkSecurity); err != nil {
+		return "", nil, err
+	}
+	if err := checkTrunkRegistration(nt); err != nil {
+		return "", nil, err
+	}
 	return tp, sources, nil
 }
 
@@ -148,6 +160,10 @@ func (q *Queries) CreateTrunk(ctx context.Context, box *secrets.Box, nt NewTrunk
 	now := q.s.timeNow()
 	t := Trunk{ID: newID[TrunkID](), Name: nt.Name, URI: strings.TrimSpace(nt.URI), Transport: tp, Username: nt.Username,
 		AllowedSources: sources, InboundAuth: nt.InboundAuth, FromDomain: nt.FromDomain, CreatedAt: now, UpdatedAt: now}
+	t.TrunkRegistration = nt.TrunkRegistration
+	if err := t.sealSecurity(box, nt.NewTrunkSecurity); err != nil {
+		return Trunk{}, err
+	}
 	if nt.Password != "" {
 		if box == nil {
 			return Trunk{}, fmt.Errorf("store: %w: a trunk password needs the master key", ErrInvalid)
@@ -161,8 +177,10 @@ func (q *Queries) CreateTrunk(ctx context.Context, box *secrets.Box, nt NewTrunk
 		return Trunk{}, err
 	}
 	_, err = q.exec(ctx, "create trunk",
-		`INSERT INTO sip_trunks (`+trunkCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		string(t.ID), t.Name, t.URI, t.Transport, t.Username, nullText(t.PasswordSealed), src, t.InboundAuth, t.FromDomain, ts(now), ts(now))
+		`INSERT INTO sip_trunks (`+trunkCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		string(t.ID), t.Name, t.URI, t.Transport, t.Username, nullText(t.PasswordSealed), src, t.InboundAuth, t.FromDomain, ts(now), ts(now),
+		t.SRTP, t.SRTPOverClear, t.TLSCA, t.TLSClientCert, nullText(t.TLSClientKeySealed),
+		t.Registrar, t.Backup, t.AOR, t.Proxy, t.Expires)
 	if err != nil {
 		return Trunk{}, err
 	}
