@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,6 +325,36 @@ func testWhatsAppInbound(t *testing.T, e engine) {
 	if cs := w.whatsappConversations(t); len(cs) != 2 || cs[0]["from_number"] != nil {
 		t.Fatalf("conversations: %v", cs)
 	}
+	// Two messages of a new user arriving together start one conversation, and both are answered.
+	const eager = "16505559999"
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			body := w.fake.InboundPayload(fakes.WhatsAppInbound{PhoneNumberID: waPhoneID, From: eager, Text: fmt.Sprintf("Part %d", i), WAMID: fmt.Sprintf("wamid.EAGER-%d", i)})
+			if st, err := w.fake.PostWebhook(context.Background(), w.hooks, waAppSecret, body); err != nil || st != 200 {
+				t.Errorf("webhook: %d %v", st, err)
+			}
+		})
+	}
+	wg.Wait()
+	w.waitSent(t, "the first part's answer", textTo(eager, "You said: Part 0"))
+	w.waitSent(t, "the second part's answer", textTo(eager, "You said: Part 1"))
+	n := 0
+	for _, c := range w.whatsappConversations(t) {
+		if c["from_number"] == "+"+eager {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d conversations for one user", n)
+	}
+	// Signed, but not JSON: noted (a dead job), nothing stored.
+	deadBefore = countDead(t, w.st, whatsapp.KindWebhook)
+	if st := w.post(t, waAppSecret, []byte("{not json")); st != 200 {
+		t.Fatalf("signed garbage answered %d", st)
+	}
+	waitFor(t, 5*time.Second, "the note of malformed JSON", func() bool { return countDead(t, w.st, whatsapp.KindWebhook) > deadBefore })
+
 	// Ended, the conversation is charged with the voice note's speech-to-text.
 	w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + conv + "/end", key: kLive})
 	w.waitStatus(t, kLive, conv, "ended")

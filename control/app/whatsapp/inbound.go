@@ -395,6 +395,10 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 	if err != nil || m.Status != store.WAReceived {
 		return err
 	}
+	defer s.lockUser(m.SenderID, m.UserID)()
+	if m, err = s.Store.GetWhatsAppMessage(ctx, ij.Message); err != nil || m.Status != store.WAReceived {
+		return err // answered while this job waited
+	}
 	last := j.Attempt >= j.MaxAttempts
 	fail := func(note string, cause error) error {
 		s.log().WarnContext(ctx, "whatsapp: an inbound message was not answered", "message", m.ID, "wamid", m.WAMID, "note", note, "err", cause)

@@ -186,8 +186,41 @@ type Service struct {
 	Log *slog.Logger
 
 	mu         sync.Mutex
+	users      map[string]*userLock       // by sender and user: one inbound message at a time
 	templates  map[string]cachedTemplates // by sender id
 	appSecrets map[string]cachedSecret    // by project and secret id
+}
+
+// userLock serializes the inbound messages of one user of one number on this node, so that two
+// arriving together do not start two conversations, and are answered in turn.
+type userLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockUser takes the lock of a sender's user and returns its release.
+func (s *Service) lockUser(sender store.WhatsAppSenderID, user string) func() {
+	key := string(sender) + "/" + user
+	s.mu.Lock()
+	if s.users == nil {
+		s.users = map[string]*userLock{}
+	}
+	l := s.users[key]
+	if l == nil {
+		l = &userLock{}
+		s.users[key] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.users, key)
+		}
+		s.mu.Unlock()
+	}
 }
 
 type cachedTemplates struct {
