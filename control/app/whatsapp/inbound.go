@@ -291,7 +291,9 @@ func (s *Service) HandleWebhook(ctx context.Context, j *jobs.Job) error {
 					}
 				}
 				if err := s.applyStatus(ctx, sn, st.ID, st.Status, code, title); errors.Is(err, store.ErrNotFound) {
-					note("status %q for unknown message %q of number %s", st.Status, st.ID, sn.PhoneNumberID)
+					// A message Parley did not send (another system on the number, or one sent
+					// before it was connected): nothing to note it on.
+					s.log().InfoContext(ctx, "whatsapp: a status for a message Parley did not send", "status", st.Status, "wamid", st.ID, "sender", sn.ID)
 				} else if errors.Is(err, store.ErrInvalid) {
 					note("status %q of message %q is not one Parley knows", st.Status, st.ID)
 				} else if err != nil {
