@@ -30,6 +30,7 @@ const (
 	kindPurgeIdempotency = "idempotency_keys.purge"   // Idempotency-Key answers older than a day
 	kindPurgeJobs        = "jobs.purge"               // finished jobs past their keeping time
 	kindPurgeAudit       = "audit_events.purge"       // audit events past the 365-day retention
+	kindEndIdleChats     = "chats.end_idle"           // issue 13: chats past their idle deadline
 
 	dialEvery    = time.Second
 	reapEvery    = 30 * time.Second
@@ -56,6 +57,7 @@ func (n *Node) startConversations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.startTools() // issue 17
 	var m *session.Metrics
 	if n.metrics != nil {
 		m = session.NewMetrics(n.metrics.reg)
@@ -68,6 +70,8 @@ func (n *Node) startConversations(ctx context.Context) error {
 		WebCalls:   n.webCalls(),
 		MediaNodes: n.mediaPeers,
 		DataDir:    n.cfg.DataDir, NoRecording: !n.cfg.Record, Metrics: m, Log: n.log,
+		Tools:           n.tools.src,
+		ChatIdleTimeout: n.cfg.ChatIdleTimeout,
 	})
 	if err != nil {
 		tp.Close()
@@ -100,6 +104,9 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	if n.tools != nil { // issue 17
+		a.Guard, a.MCP = n.Outbound, n.tools.mcp
+	}
 	n.whatsappAPI(a) // issue 19
 	a.Services()
 }
@@ -113,7 +120,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 		return
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
-	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID)
+	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout)
 	if a.WhatsApp != nil && a.WhatsApp.Ready() == nil { // issue 19
 		whatsapp.RegisterJobs(w, a.WhatsApp)
 	}
@@ -128,7 +135,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 
 // registerConversationJobs gives w the handlers of the conversation jobs and their periods.
 // The handlers call what the API's workers call; none of them goes through HTTP.
-func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, st *store.Store, nodeID string) {
+func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, st *store.Store, nodeID string, idle time.Duration) {
 	periodic := func(kind string, every time.Duration, attempts int, fn func(ctx context.Context) error) {
 		w.Register(kind, func(ctx context.Context, _ *jobs.Job) error { return fn(ctx) },
 			jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(attempts))
@@ -145,6 +152,11 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 	})
 	periodic(kindReapLost, reapEvery, 1, func(ctx context.Context) error {
 		_, err := rt.ReapLost(ctx, reapGrace)
+		return err
+	})
+	// issue 13: chats are ended by their idle deadline in the store, whichever node runs this.
+	periodic(kindEndIdleChats, chatIdleEvery(idle), 1, func(ctx context.Context) error {
+		_, err := rt.EndIdleChats(ctx)
 		return err
 	})
 	periodic(kindPurgeAttachments, purgeEvery, 0, func(ctx context.Context) error {
@@ -168,6 +180,12 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		_, err := st.PurgeJobs(ctx, now.Add(-keepDoneJobs), now.Add(-keepDeadJobs))
 		return err
 	})
+}
+
+// chatIdleEvery is how often idle chats are looked for: a quarter of the idle limit, between
+// a second and 30 s.
+func chatIdleEvery(idle time.Duration) time.Duration {
+	return min(max(idle/4, time.Second), reapEvery)
 }
 
 // close stops the workers, ends the conversations still live here and stops the runtime.

@@ -39,7 +39,7 @@ func TestWorkerRunsConversationJobs(t *testing.T) {
 		return len(js)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for _, k := range []string{kindDialDue, kindReapLost, kindPurgeAttachments, kindPurgeAgents, kindPurgeIdempotency, kindPurgeJobs, kindPurgeAudit} {
+	for _, k := range []string{kindDialDue, kindReapLost, kindPurgeAttachments, kindPurgeAgents, kindPurgeIdempotency, kindPurgeJobs, kindPurgeAudit, kindEndIdleChats} {
 		want := 1
 		if k == kindDialDue {
 			want = 2

@@ -56,6 +56,7 @@ type Node struct {
 	draining atomic.Bool
 	api      *api.API
 	conv     *conversations // the conversation runtime and its workers
+	tools    *toolsRole     // issue 17: HTTP and MCP tools of conversations
 	media    *mediaServices // SIP and WebRTC, with the media role
 
 	mu       sync.Mutex
@@ -420,6 +421,7 @@ func (n *Node) Close() error {
 		// the runtime has little left to end.
 		n.media.close()
 		n.conv.close()
+		n.tools.close()
 		n.mu.Lock()
 		if n.ln != nil {
 			n.ln.Close()

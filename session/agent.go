@@ -82,6 +82,17 @@ type ToolSpec struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage
+	// Timeout bounds one call (0: only the runner's own bound). A call that runs out fails: the
+	// LLM is told, and the caller hears Apology.
+	Timeout time.Duration
+	// Filler is spoken when a call of this tool runs past Agent.FillerAfter ("": the agent's
+	// Fillers).
+	Filler string
+	// SpeakResult speaks the call's result as it is instead of giving it back to the LLM for
+	// another round.
+	SpeakResult bool
+	// Apology is spoken when every call of a round fails ("": Agent.ApologyText).
+	Apology string
 }
 
 // WithDefaults returns a copy of a with every unset tuning value filled.

@@ -36,6 +36,50 @@ func (c *Conversation) StartText(ctx context.Context) error {
 	return nil
 }
 
+// TextState is what a text conversation carries from one message to the next. With it another
+// engine (on another node, or after a restart) continues the conversation where this one left
+// it: ResumeText takes it, TextState gives it back after a message.
+type TextState struct {
+	History     []llm.Message // what the model was told and answered, without the system prompt
+	LastSeq     int64         // the seq of the last transcript line
+	Turns       int           // messages answered: the chat's length
+	LLMFailures int           // replies that failed in a row
+	Cost        Cost          // what it used so far (call time aside)
+}
+
+// ResumeText starts a text conversation from its state, in place of StartText: the first
+// message was said when it began, so none is added.
+func (c *Conversation) ResumeText(ctx context.Context, st TextState) error {
+	c.textMode.Store(true)
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.start = time.Now()
+	c.transcript.resume(st.LastSeq)
+	c.histMu.Lock()
+	c.history = make([]histEntry, len(st.History))
+	for i, m := range st.History {
+		c.history[i] = histEntry{msg: m}
+	}
+	c.histMu.Unlock()
+	c.mu.Lock()
+	c.turnN, c.llmFailures, c.cost = st.Turns, st.LLMFailures, st.Cost
+	c.mu.Unlock()
+	c.setState(StateListening)
+	return nil
+}
+
+// TextState returns the state of a text conversation, to be kept between its messages.
+func (c *Conversation) TextState() TextState {
+	c.histMu.Lock()
+	h := make([]llm.Message, len(c.history))
+	for i, e := range c.history {
+		h[i] = e.msg
+	}
+	c.histMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return TextState{History: h, LastSeq: c.transcript.last(), Turns: c.turnN, LLMFailures: c.llmFailures, Cost: c.cost}
+}
+
 // Send answers one chat message. onDelta, when not nil, receives the reply's text as the LLM
 // streams it. Only one message is answered at a time (ErrBusy); an ended chat gives ErrEnded.
 func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image, onDelta func(string)) (ChatTurn, error) {

@@ -161,6 +161,7 @@ type Conversation struct {
 	digitsN      int   // digits pressed in the turn of digits not yet answered
 	toolsRunning int
 	fillerIdx    int
+	toolFiller   string // the filler of the tools running now ("": the agent's)
 	turns        []TurnMetrics
 	turnListed   bool // cur is in turns already
 	takeover     *Takeover
@@ -769,6 +770,13 @@ func (c *Conversation) cancelResponse() {
 		c.respCancel()
 		c.respCancel = nil
 	}
+	// A reply that had nothing to say yet (the LLM still thinking, or its tools running) leaves
+	// no utterance behind to hold up the next one.
+	for i := len(c.utts) - 1; i >= 0; i-- {
+		if u := c.utts[i]; u.kind == uttResponse && u.gen == c.gen && u.chunks == 0 && !u.complete {
+			c.utteranceFinished(u, false)
+		}
+	}
 	c.respActive = false
 	c.gen++
 	c.tFiller.stop()
@@ -921,7 +929,8 @@ func (c *Conversation) onResponse(ev respEvent) {
 		}
 	case respToolsStarted:
 		c.toolsRunning++
-		if len(c.agent.Fillers) > 0 {
+		c.toolFiller = ev.text // the called tool's own filler, if it has one
+		if len(c.agent.Fillers) > 0 || c.toolFiller != "" {
 			c.tFiller.set(c.agent.FillerAfter)
 		}
 	case respToolsDone:
@@ -1256,11 +1265,14 @@ func (c *Conversation) onSilenceTimeout() {
 }
 
 func (c *Conversation) onFiller() {
-	if c.held || c.toolsRunning == 0 || len(c.agent.Fillers) == 0 {
+	if c.held || c.toolsRunning == 0 || (len(c.agent.Fillers) == 0 && c.toolFiller == "") {
 		return
 	}
-	f := c.agent.Fillers[c.fillerIdx%len(c.agent.Fillers)]
-	c.fillerIdx++
+	f := c.toolFiller
+	if f == "" {
+		f = c.agent.Fillers[c.fillerIdx%len(c.agent.Fillers)]
+		c.fillerIdx++
+	}
 	c.speakUtterance(f, uttFiller, nil)
 }
 

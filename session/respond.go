@@ -100,9 +100,13 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 			emit(respEvent{kind: respDone, usage: total})
 			return
 		}
-		ended := c.runTools(ctx, gen, calls, emit)
+		ended, say := c.runTools(ctx, gen, calls, emit)
 		if ended || ctx.Err() != nil {
 			if ctx.Err() == nil {
+				if say != "" {
+					emit(respEvent{kind: respDelta, text: say})
+					c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: say}, gen)
+				}
 				emit(respEvent{kind: respDone, usage: total})
 			}
 			return
@@ -167,67 +171,158 @@ type Knowledge interface {
 	Lookup(ctx context.Context, query string) (string, error)
 }
 
-// runTools runs the calls in parallel, records them in the transcript and the history, and
-// reports whether one of them ended the conversation.
-func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCall, emit func(respEvent)) (ended bool) {
-	emit(respEvent{kind: respToolsStarted})
-	results := make([]string, len(calls))
-	var endCall, transferred bool
-	var mu sync.Mutex
+// toolSpec returns the declaration of the tool called name (nil for an undeclared one).
+func (c *Conversation) toolSpec(name string) *ToolSpec {
+	for i := range c.agent.Tools {
+		if c.agent.Tools[i].Name == name {
+			return &c.agent.Tools[i]
+		}
+	}
+	return nil
+}
+
+// builtin reports whether name is a tool the engine runs itself.
+func builtin(name string) bool {
+	_, ok := builtinSchemas[name]
+	return ok
+}
+
+// maxToolLine bounds the text of a tool's transcript line.
+const maxToolLine = 2000
+
+// toolOutcome is how one call went.
+type toolOutcome struct {
+	result string
+	kind   respKind
+	status string // ok, error, timeout, cancelled
+	dur    time.Duration
+}
+
+// runTools runs the calls in parallel, each within its tool's timeout, records them in the
+// transcript and the history, and reports whether the reply is over: a call ended the
+// conversation, or say is what the caller hears instead of another LLM round (the results of
+// speak-mode tools, or the apology when every call failed). A filler is spoken when the calls
+// run past the agent's filler delay. On barge-in (ctx cancelled) the calls are cancelled and
+// their late results dropped, with a note in the transcript.
+func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCall, emit func(respEvent)) (ended bool, say string) {
+	filler := ""
+	for _, call := range calls {
+		if sp := c.toolSpec(call.Name); sp != nil && sp.Filler != "" {
+			filler = sp.Filler
+			break
+		}
+	}
+	emit(respEvent{kind: respToolsStarted, text: filler})
+	out := make([]toolOutcome, len(calls))
 	var wg sync.WaitGroup
 	for i, call := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, kind := c.runTool(ctx, call)
-			mu.Lock()
-			results[i] = res
-			switch kind {
-			case respEndCall:
-				endCall = true
-			case respTransferred:
-				transferred = true
+			cctx := ctx
+			if sp := c.toolSpec(call.Name); sp != nil && sp.Timeout > 0 {
+				var cancel context.CancelFunc
+				cctx, cancel = context.WithTimeout(ctx, sp.Timeout)
+				defer cancel()
 			}
-			mu.Unlock()
+			start := time.Now()
+			res, kind, err := c.runTool(cctx, call)
+			o := toolOutcome{result: res, kind: kind, status: "ok", dur: time.Since(start)}
+			switch {
+			case ctx.Err() != nil:
+				o.status = "cancelled"
+				o.result = `{"error":"cancelled: the caller interrupted before the result arrived"}`
+			case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
+				o.status = "timeout"
+				o.result = jsonError("the tool " + call.Name + " failed: it did not answer in time")
+			case err != nil:
+				o.status = "error"
+				o.result = jsonError("the tool " + call.Name + " failed: " + err.Error())
+			}
+			out[i] = o
 		}()
 	}
 	wg.Wait()
 	emit(respEvent{kind: respToolsDone})
+	cancelled := ctx.Err() != nil
+	var endCall, transferred bool
+	allFailed, allSpoken := true, true
+	var spoken []string
+	apology := ""
 	for i, call := range calls {
-		c.appendHistory(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: results[i]}, gen)
+		o := out[i]
+		c.appendHistory(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: o.result}, gen)
 		now := time.Now()
-		c.addLineSafe(Line{Role: RoleTool, Text: call.Name + "(" + string(call.Arguments) + ") → " + results[i], Start: now, End: now,
-			Meta: map[string]any{"tool": call.Name, "call_id": call.ID}})
+		text := call.Name + "(" + string(call.Arguments) + ") → " + o.result
+		if cancelled {
+			text = call.Name + "(" + string(call.Arguments) + ") cancelled: the caller interrupted; a late result is dropped"
+		}
+		if len(text) > maxToolLine {
+			text = strings.ToValidUTF8(text[:maxToolLine], "") + "…"
+		}
+		c.addLineSafe(Line{Role: RoleTool, Text: text, Start: now.Add(-o.dur), End: now,
+			Meta: map[string]any{"tool": call.Name, "call_id": call.ID, "status": o.status, "duration_ms": o.dur.Milliseconds(), "result_bytes": len(o.result)}})
+		switch o.kind {
+		case respEndCall:
+			endCall = true
+		case respTransferred:
+			transferred = true
+		}
+		sp := c.toolSpec(call.Name)
+		if o.status == "ok" || builtin(call.Name) {
+			allFailed = false
+		} else if sp != nil && sp.Apology != "" && apology == "" {
+			apology = sp.Apology
+		}
+		if sp == nil || !sp.SpeakResult || o.status != "ok" {
+			allSpoken = false
+		} else {
+			spoken = append(spoken, o.result)
+		}
+	}
+	if cancelled {
+		return true, ""
 	}
 	if transferred {
 		emit(respEvent{kind: respTransferred})
-		return true
+		return true, ""
 	}
 	if endCall {
 		emit(respEvent{kind: respEndCall})
-		return true
+		return true, ""
 	}
-	return false
+	if allFailed {
+		// The LLM has been told (the history holds the failures); the caller hears the apology
+		// now rather than silence while another round is asked for.
+		if apology == "" {
+			apology = c.agent.ApologyText
+		}
+		return true, apology
+	}
+	if allSpoken {
+		return true, strings.Join(spoken, " ")
+	}
+	return false, ""
 }
 
 // addLineSafe appends a line from a worker goroutine (the transcript is locked; the sink is
 // called from here too, so sinks must be safe for concurrent use).
 func (c *Conversation) addLineSafe(l Line) { c.addLine(l) }
 
-func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall) (string, respKind) {
+func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall) (string, respKind, error) {
 	var args map[string]any
 	if len(call.Arguments) > 0 {
 		if err := json.Unmarshal(call.Arguments, &args); err != nil {
-			return `{"error":"arguments are not valid JSON"}`, 0
+			return "", 0, errors.New("the arguments are not valid JSON")
 		}
 	}
 	str := func(k string) string { s, _ := args[k].(string); return s }
 	switch call.Name {
 	case ToolEndCall:
-		return `{"ok":true}`, respEndCall
+		return `{"ok":true}`, respEndCall, nil
 	case ToolTransfer:
 		if c.port == nil {
-			return `{"error":"transfer is not possible in this channel"}`, 0
+			return `{"error":"transfer is not possible in this channel"}`, 0, nil
 		}
 		mode := TransferMode(str("mode"))
 		if mode != TransferWarm {
@@ -235,35 +330,35 @@ func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall) (string, 
 		}
 		err := c.port.Transfer(ctx, TransferRequest{Destination: str("destination"), Mode: mode, Summary: str("summary"), Timeout: 30 * time.Second})
 		if err != nil {
-			return jsonError("transfer failed: " + err.Error()), 0
+			return jsonError("transfer failed: " + err.Error()), 0, nil
 		}
-		return `{"ok":true}`, respTransferred
+		return `{"ok":true}`, respTransferred, nil
 	case ToolSendDTMF:
 		if c.port == nil {
-			return `{"error":"DTMF is not possible in this channel"}`, 0
+			return `{"error":"DTMF is not possible in this channel"}`, 0, nil
 		}
 		if err := c.port.SendDTMF(ctx, str("digits")); err != nil {
-			return jsonError(err.Error()), 0
+			return jsonError(err.Error()), 0, nil
 		}
-		return `{"ok":true}`, 0
+		return `{"ok":true}`, 0, nil
 	case ToolKnowledge:
 		if c.know == nil {
-			return `{"error":"no knowledge base is configured"}`, 0
+			return `{"error":"no knowledge base is configured"}`, 0, nil
 		}
 		res, err := c.know.Lookup(ctx, str("query"))
 		if err != nil {
-			return jsonError(err.Error()), 0
+			return jsonError(err.Error()), 0, nil
 		}
-		return res, 0
+		return res, 0, nil
 	}
 	if c.tools == nil {
-		return jsonError("unknown tool " + call.Name), 0
+		return "", 0, errors.New("unknown tool " + call.Name)
 	}
 	res, err := c.tools.Call(ctx, call.Name, call.Arguments)
 	if err != nil {
-		return jsonError(err.Error()), 0
+		return "", 0, err
 	}
-	return res, 0
+	return res, 0, nil
 }
 
 func jsonError(msg string) string {

@@ -46,6 +46,22 @@ func (t *Transcript) Append(l Line) Line {
 	return l
 }
 
+// resume makes the next line's seq follow last (a conversation continued from its state).
+func (t *Transcript) resume(last int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last > t.seq {
+		t.seq = last
+	}
+}
+
+// last returns the seq of the last line.
+func (t *Transcript) last() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seq
+}
+
 // Lines returns a copy of the lines.
 func (t *Transcript) Lines() []Line {
 	t.mu.Lock()

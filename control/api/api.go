@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/app/conversations"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
+	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
@@ -64,6 +65,11 @@ type API struct {
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
+	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
+	// a server's tools (nil: servers are saved with a last_error).
+	Tools *tools.Service
+	Guard tools.URLGuard
+	MCP   tools.Discoverer
 
 	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
 	// WhatsAppSecrets the vault; without either the channel answers 501.
@@ -98,6 +104,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Vault == nil {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
+	}
+	if a.Tools == nil {
+		a.Tools = &tools.Service{Store: a.Store, Vault: a.Vault, Guard: a.Guard, MCP: a.MCP, Now: a.Now}
 	}
 	a.Services()
 	r := chi.NewRouter()

@@ -98,7 +98,7 @@ func definition(name, kind, direction string, mods ...func(agent map[string]any)
 	for _, m := range mods {
 		m(agent)
 	}
-	return map[string]any{"format": "service.agent/1", "agent": agent, "references": map[string]any{"tools": []any{"CRM"}}}
+	return map[string]any{"format": "service.agent/1", "agent": agent, "references": map[string]any{"tools": []any{}}} // issue 17: tools named must exist in the project
 }
 
 // createAgent creates an agent with the live key and returns the answer.

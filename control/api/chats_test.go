@@ -240,6 +240,13 @@ func testChatAttachments(t *testing.T, e engine) {
 	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Raw), "data:image/png;base64,") {
 		t.Fatalf("the LLM did not get the picture: %s", last.Raw)
 	}
+	// The next message, answered from the chat's stored state (issue 13), still shows the
+	// model the picture: it is read back from its file, not kept in a node's memory.
+	w.must(t, 200, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "And the colour?"}})
+	reqs = w.tp.Fakes.Chat.Requests()
+	if last := string(reqs[len(reqs)-1].Raw); !strings.Contains(last, "data:image/png;base64,") || !strings.Contains(last, "What is in this picture?") || !strings.Contains(last, "And the colour?") {
+		t.Fatalf("the next message's request lost the picture or the history: %s", last)
+	}
 	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + id + "/messages", key: kTest, body: map[string]any{"message": "again", "attachment_ids": []any{"0190a6f0-0000-7000-8000-000000000000"}}})
 	other := w.chat(t, kTest)
 	w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/conversations/" + other + "/messages", key: kTest, body: map[string]any{"message": "mine?", "attachment_ids": []any{att}}})

@@ -32,9 +32,10 @@ type convOpts struct {
 	webCallsPerDay int
 	ringFor        time.Duration
 	pace           time.Duration
-	dialer         runtime.Dialer   // instead of the fake dialer (a real SIP server)
-	webCalls       runtime.WebCalls // instead of the fake browser calls (a real WebRTC service)
-	pricing        *runtime.Pricing // instead of the default price list
+	dialer         runtime.Dialer     // instead of the fake dialer (a real SIP server)
+	webCalls       runtime.WebCalls   // instead of the fake browser calls (a real WebRTC service)
+	pricing        *runtime.Pricing   // instead of the default price list
+	tools          runtime.ToolSource // issue 17: the conversations' tools
 }
 
 // startRuntime gives the world a runtime with the fake providers, a fake dialer and fake
@@ -56,7 +57,7 @@ func (w *world) startRuntime(t testing.TB, o convOpts) {
 	}
 	ro := runtime.Options{NodeID: "node-" + randHex(3), Store: w.st, Bus: w.bus, Providers: tp, TestProviders: tp, Media: !o.noMedia,
 		Dialer: w.dialer, WebCalls: w.web, DataDir: w.dataDir, ChatMaxTurns: o.chatMaxTurns, CalleePace: o.pace, RingFor: o.ringFor,
-		Log: w.api.Log, Pricing: o.pricing}
+		Log: w.api.Log, Pricing: o.pricing, Tools: o.tools}
 	if o.noProviders {
 		ro.Providers = nil
 	}

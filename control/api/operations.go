@@ -15,6 +15,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
 	ops = append(ops, vaultOperations()...)    // issue 17
+	ops = append(ops, toolOperations()...)     // issue 17
 	ops = append(ops, whatsappOperations()...) // issue 19
 	return append(ops, conversationOperations()...)
 })
@@ -34,7 +35,7 @@ func agentOperations() []*operation {
 			Summary:     "Create a draft agent from a definition",
 			Description: "The definition is validated (422 invalid_definition names every place that does not fit). Without name, the definition's name is used, made unique in the project (Support, Support (2), …); with name, that name is taken as it is (409 agent_name_taken when the project has it). Takes an optional Idempotency-Key.",
 			Permission:  "agents:write", Changes: true, Idempotency: idemOptional, MaxBody: definitionMaxBody,
-			Codes:  []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition},
+			Codes:  []string{fault.CodeProjectNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition, fault.CodeUnknownToolReference},
 			Status: http.StatusCreated, Location: true,
 			Locate: func(v any) string { return "/v1/agents/" + v.(agents.AgentDetail).ID },
 		}, (*API).createAgent),
@@ -66,7 +67,7 @@ func agentOperations() []*operation {
 			Summary:     "Replace the agent's definition",
 			Description: "Needs a live key. The definition's kind and direction must equal the agent's own (422). On a published agent the new definition is live at once; the next publish freezes it as a version.",
 			Permission:  "agents:write", LiveOnly: true, Changes: true, MaxBody: definitionMaxBody,
-			Codes:  []string{fault.CodeAgentNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition, fault.CodeKindMismatch, fault.CodeDirectionMismatch},
+			Codes:  []string{fault.CodeAgentNotFound, fault.CodeProjectFrozen, fault.CodeAgentNameTaken, fault.CodeInvalidDefinition, fault.CodeKindMismatch, fault.CodeDirectionMismatch, fault.CodeUnknownToolReference},
 			Status: http.StatusOK,
 		}, (*API).replaceAgentDefinition),
 		typed(operation{

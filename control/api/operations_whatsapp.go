@@ -289,10 +289,7 @@ func (m whatsappEngine) Send(ctx context.Context, id store.ConversationID, text 
 		return chats.Turn{}, conversations.RuntimeFault(runtime.ErrProvider, false)
 	}
 	turn, err := m.rt.SendMetered(ctx, id, text, attachments, sttSeconds, nil)
-	switch {
-	case errors.Is(err, runtime.ErrNotLive):
-		return chats.Turn{}, whatsapp.ErrNotLive
-	case err != nil:
+	if err != nil {
 		return chats.Turn{}, conversations.RuntimeFault(err, false)
 	}
 	return chats.Turn{User: conversations.SessionLine(turn.User), Agent: conversations.SessionLine(turn.Agent), Ended: turn.Ended, EndReason: turn.EndReason}, nil

@@ -62,10 +62,20 @@ var reachObjects = map[string]reachObject{
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
 			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach-" + randHex(3), "type": "bearer", "value": "reach-value"}}).Str("id")
 	}},
+	"tool_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/tools", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach_" + randHex(3), "description": "d",
+				"request": map[string]any{"method": "GET", "url": "https://example.com/x"}}}).Str("id")
+	}},
+	"server_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
+		// No MCP client in the reach world: saved with a last_error, which is all reach needs.
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/mcp-servers", key: kLive,
+			body: map[string]any{"project_id": string(w.p2.ID), "name": "reach_" + randHex(3), "url": "https://example.com/mcp"}}).Str("id")
+	}},
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "sender_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "sender_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).

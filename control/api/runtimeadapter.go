@@ -124,10 +124,6 @@ func (m runtimeAdapter) StartChat(ctx context.Context, id store.ConversationID) 
 func (m runtimeAdapter) Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (chats.Turn, error) {
 	turn, err := m.rt.Send(ctx, id, text, attachments, onDelta)
 	switch {
-	case errors.Is(err, runtime.ErrNotLive):
-		// No node runs the chat any more (its node went away): it is over.
-		_ = m.rt.End(context.WithoutCancel(ctx), id, session.EndNetworkLost, false)
-		return chats.Turn{}, conversations.RuntimeFault(runtime.ErrEnded, false)
 	case errors.Is(err, runtime.ErrBadRequest):
 		return chats.Turn{}, chats.ErrAttachmentRefused
 	case err != nil:

@@ -108,6 +108,7 @@ type Config struct {
 	GCPercent                        int
 	OpusComplexity                   int
 	WebCallsPerDay                   int
+	ChatIdleTimeout                  time.Duration // issue 13: a chat with no message for this long ends
 	Record                           bool
 	TTSFirstByteTimeout              time.Duration
 	STTConnectTimeout                time.Duration
@@ -176,6 +177,7 @@ func settings() []scopedSetting {
 		{setting{"starting-credit", "PARLEY_STARTING_CREDIT", "10", "USD of credit the first start gives the organization it creates on the embedded default (SQLite), so the first call works; 0 gives none. Ignored with PostgreSQL: add credit with parley admin credit add", setStartingCredit}, ScopeServe},
 		{setting{"max-calls", "PARLEY_MAX_CALLS", "50", "voice calls an organization may have going at once, and that one media node takes (over it: 429 to the API, 503 to SIP)", setInt(func(c *Config) *int { return &c.MaxCalls }, 1)}, ScopeServe},
 		{setting{"web-calls-per-day", "PARLEY_WEB_CALLS_PER_DAY", "5000", "browser calls an organization may start a day", setInt(func(c *Config) *int { return &c.WebCallsPerDay }, 1)}, ScopeServe},
+		{setting{"chat-idle-timeout", "PARLEY_CHAT_IDLE_TIMEOUT", "24h", "a chat with no message for this long ends (silence_timeout); 0 keeps chats open until the agent, the API or their length ends them. Chats outlive restarts and nodes", setDuration(func(c *Config) *time.Duration { return &c.ChatIdleTimeout })}, ScopeServe}, // issue 13
 		{setting{"record", "PARLEY_RECORD", "true", "record voice calls (stereo WAV under <data-dir>/recordings)", setBool(func(c *Config) *bool { return &c.Record })}, ScopeServe},
 		{setting{"llm-first-token-timeout", "PARLEY_LLM_FIRST_TOKEN_TIMEOUT", "10s", "how long an LLM may take to its first token before the request is retried or fails", setDuration(func(c *Config) *time.Duration { return &c.LLMFirstTokenTimeout })}, ScopeServe},
 		{setting{"tts-first-byte-timeout", "PARLEY_TTS_FIRST_BYTE_TIMEOUT", "5s", "how long a TTS may take to its first audio byte", setDuration(func(c *Config) *time.Duration { return &c.TTSFirstByteTimeout })}, ScopeServe},

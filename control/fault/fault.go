@@ -159,9 +159,16 @@ const (
 	CodeAllProjectsRequired = "all_projects_key_required"
 
 	// issue 17: the vault, tools and MCP servers.
-	CodeSecretNotFound  = "vault_secret_not_found"
-	CodeSecretNameTaken = "vault_secret_name_taken"
-	CodeSecretInUse     = "vault_secret_in_use"
+	CodeSecretNotFound       = "vault_secret_not_found"
+	CodeSecretNameTaken      = "vault_secret_name_taken"
+	CodeSecretInUse          = "vault_secret_in_use"
+	CodeToolNotFound         = "tool_not_found"
+	CodeToolNameTaken        = "tool_name_taken"
+	CodeInvalidToolSchema    = "invalid_tool_parameters"
+	CodeToolURLNotAllowed    = "tool_url_not_allowed"
+	CodeMCPServerNotFound    = "mcp_server_not_found"
+	CodeMCPServerNameTaken   = "mcp_server_name_taken"
+	CodeUnknownToolReference = "unknown_tool_reference"
 
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable      = "whatsapp_unavailable"
@@ -250,9 +257,17 @@ var Codes = map[string]Code{
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
 	// issue 17: the vault, tools and MCP servers.
-	CodeSecretNotFound:  {404, "This key reaches no such vault secret (in the project)."},
-	CodeSecretNameTaken: {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
-	CodeSecretInUse:     {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
+	CodeSecretNotFound:       {404, "This key reaches no such vault secret (in the project)."},
+	CodeSecretNameTaken:      {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
+	CodeSecretInUse:          {409, "The vault secret is used by tools, MCP servers or senders; detail and used_by name them."},
+	CodeToolNotFound:         {404, "This key reaches no such tool."},
+	CodeToolNameTaken:        {409, "Another tool of the project has this name (names are compared ignoring case)."},
+	CodeInvalidToolSchema:    {422, "The tool's parameters are not a valid JSON Schema of an object; errors[] points at the place."},
+	CodeToolURLNotAllowed:    {422, "The URL is not allowed: it is not http(s), its host is a template, it does not resolve, or it resolves to a private, loopback or otherwise non-public address."},
+	CodeMCPServerNotFound:    {404, "This key reaches no such MCP server."},
+	CodeMCPServerNameTaken:   {409, "Another MCP server of the project has this name (names are compared ignoring case)."},
+	CodeUnknownToolReference: {422, "The definition's references.tools names something that is neither a tool, an MCP server nor an allowed MCP tool of the agent's project; errors[] points at it."},
+
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable:      {501, "This deployment does not run the messaging-app channel (no conversation runtime, or no vault to hold its credentials)."},
 	CodeWhatsAppSenderNotFound:   {404, "This key reaches no such messaging-app number."},

@@ -25,6 +25,11 @@ type CommandParams struct {
 // carries it out and records in the store how it went (done, or failed with the reason).
 // It returns once that node has taken it, with ErrNotLive when no node runs the conversation.
 func (rt *Runtime) Command(ctx context.Context, cmd store.Command) error {
+	if rt.lookup(cmd.ConversationID) == nil {
+		if c, err := rt.store.GetConversation(ctx, cmd.ConversationID); err == nil && durableText(c.Channel) {
+			return rt.chatCommand(ctx, cmd) // no node keeps a chat: this one carries it out
+		}
+	}
 	owner, err := rt.Owner(ctx, cmd.ConversationID)
 	if err != nil {
 		return err
@@ -85,8 +90,8 @@ func (rt *Runtime) execute(ctx context.Context, l *live, cmd store.Command) (sta
 			l.stop(session.EndTransferred)
 			return store.CommandDone, ""
 		}
-		if l.conv.Channel == store.ChannelChat || l.conv.Channel == store.ChannelWhatsApp {
-			return store.CommandFailed, "a " + l.conv.Channel + " conversation cannot be transferred"
+		if l.conv.Channel == store.ChannelChat {
+			return store.CommandFailed, "a chat cannot be transferred"
 		}
 		sc = session.Command{Kind: session.CommandTransfer, Transfer: session.TransferRequest{
 			Destination: p.Destination, Mode: session.TransferMode(p.Mode), Summary: p.Summary}}
@@ -121,6 +126,11 @@ type endRequest struct {
 // stored. With ifIdle a chat whose agent is answering a message is left alone (ErrBusy). A
 // conversation no node runs is ended in the store directly (its node went away).
 func (rt *Runtime) End(ctx context.Context, id store.ConversationID, reason session.EndReason, ifIdle bool) error {
+	if rt.lookup(id) == nil {
+		if c, err := rt.store.GetConversation(ctx, id); err == nil && durableText(c.Channel) && c.Status == store.ConvInProgress {
+			return rt.endChatByID(ctx, id, reason, ifIdle)
+		}
+	}
 	owner, err := rt.Owner(ctx, id)
 	if errors.Is(err, ErrNotLive) {
 		c, err := rt.store.GetConversation(ctx, id)

@@ -172,6 +172,15 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 		tw(&a)
 	}
 	o := session.Options{ID: string(c.ID), Agent: a, LLM: client, Sink: sink, Metrics: rt.o.Metrics, Log: rt.log}
+	if rt.o.Tools != nil && len(def.References.Tools) > 0 { // issue 17
+		specs, runner, err := rt.o.Tools.Tools(ctx, c, def.References.Tools)
+		if err != nil {
+			rt.log.Warn("conversation: its tools cannot be loaded; it goes on without them", "conversation", c.ID, "err", err)
+		} else if runner != nil {
+			o.Agent.Tools = append(o.Agent.Tools, specs...)
+			o.Tools = runner
+		}
+	}
 	if voice {
 		if o.STT, err = provs.STT(provider(def.Agent.STT.Provider, rt.o.DefaultSTT)); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrProvider, err)

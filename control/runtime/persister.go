@@ -308,6 +308,11 @@ func lineRow(l session.Line) store.ConversationLine {
 // storeEnd records a conversation's end in one transaction: the end itself, the charge for a
 // live conversation, and the conversation.ended event. An end stored already is left alone.
 func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
+	return rt.store.Tx(ctx, func(tx *store.Tx) error { return rt.endTx(ctx, tx, c, reason, cost, turns, recording) })
+}
+
+// endTx is storeEnd inside tx (a chat's last message stores its end with its lines).
+func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
 	if turns == nil {
 		turns = []session.TurnMetrics{}
 	}
@@ -323,26 +328,22 @@ func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason se
 	if c.Mode == store.ModeLive {
 		micros = rt.pricing.Micros(c.Channel, cost)
 	}
-	now := rt.now()
-	err = rt.store.Tx(ctx, func(tx *store.Tx) error {
-		ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: now, Turns: tb, Cost: cb, CostMicros: micros, Recording: recording})
-		if err != nil || !ok {
-			return err
-		}
-		if c.Mode == store.ModeLive {
-			if err := rt.chargeParts(ctx, tx, c, cost); err != nil {
-				return err
-			}
-		}
-		ended, err := tx.GetConversation(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		data, _ := json.Marshal(EventData(ended))
-		_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
-			ConversationID: c.ID, AgentID: c.AgentID, Data: data})
+	ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: rt.now(), Turns: tb, Cost: cb, CostMicros: micros, Recording: recording})
+	if err != nil || !ok {
 		return err
-	})
+	}
+	if c.Mode == store.ModeLive {
+		if err := rt.chargeParts(ctx, tx, c, cost); err != nil {
+			return err
+		}
+	}
+	ended, err := tx.GetConversation(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(EventData(ended))
+	_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
+		ConversationID: c.ID, AgentID: c.AgentID, Data: data})
 	return err
 }
 

@@ -5,9 +5,12 @@
 // with their streamed replies, placing calls on a media node, and the wake-ups of live
 // transcript readers.
 //
-// A conversation is owned by exactly one node while it is live; the bus holds that ownership
-// as a key with a time to live that the owner keeps fresh. The store is the record: a reader
-// on any node reads lines from it, so none is skipped or repeated, whichever node wrote them.
+// A call is owned by exactly one node while it is live; the bus holds that ownership as a key
+// with a time to live that the owner keeps fresh. A chat is owned by no node: it is kept in the
+// store between its messages, and the node that answers one holds its lease in the store for
+// that time only (see chat.go), so restarts and dead nodes end no chat. The store is the
+// record: a reader on any node reads lines from it, so none is skipped or repeated, whichever
+// node wrote them.
 //
 // The runtime must never sit on the media path (the engine and the SIP and WebRTC services do),
 // never block the engine's goroutines (its sink only queues), and never answer HTTP: the API
@@ -75,9 +78,23 @@ type Options struct {
 	CalleePace, RingFor time.Duration
 	// OwnerTTL is how long ownership of a conversation lasts without refresh (default 30 s).
 	OwnerTTL time.Duration
-	Metrics  *session.Metrics
-	Log      *slog.Logger
-	Now      func() time.Time
+	// ChatLeaseTTL is how long a node's hold on a chat whose message it answers lasts without
+	// renewal (default 20 s): a node that dies mid-message blocks its chat that long.
+	ChatLeaseTTL time.Duration
+	// ChatIdleTimeout ends a chat that has had no message for that long (0: never).
+	ChatIdleTimeout time.Duration
+	Metrics         *session.Metrics
+	Log             *slog.Logger
+	Now             func() time.Time
+	// Tools makes the HTTP and MCP tools of a conversation from its definition's
+	// references.tools (issue 17); nil: conversations have none.
+	Tools ToolSource
+}
+
+// ToolSource makes the tools of a conversation: their declarations for the LLM and the runner
+// that calls them. It reads what was stored when the tools were saved; it reaches no server.
+type ToolSource interface {
+	Tools(ctx context.Context, c store.Conversation, names []string) ([]session.ToolSpec, session.ToolRunner, error)
 }
 
 // Runtime runs the conversations of one node.
@@ -136,6 +153,9 @@ func New(o Options) (*Runtime, error) {
 	if o.OwnerTTL <= 0 {
 		o.OwnerTTL = 30 * time.Second
 	}
+	if o.ChatLeaseTTL <= 0 {
+		o.ChatLeaseTTL = 20 * time.Second
+	}
 	rt := &Runtime{o: o, store: o.Store, bus: o.Bus, log: o.Log.With("node", o.NodeID), pricing: DefaultPricing,
 		lives: map[store.ConversationID]*live{}}
 	if o.Pricing != nil {
@@ -144,7 +164,6 @@ func New(o Options) (*Runtime, error) {
 	rt.mesh = newMesh(o.Bus, o.NodeID, rt.log)
 	rt.hub = newHub(o.Bus, rt.log)
 	rt.mesh.handle(kindPlace, rt.handlePlace)
-	rt.mesh.handle(kindSend, rt.handleSend)
 	rt.mesh.handle(kindCommand, rt.handleCommand)
 	rt.mesh.handle(kindWebCall, rt.handleWebCall)
 	rt.mesh.handle(kindListen, rt.handleListen)
@@ -187,8 +206,8 @@ func (rt *Runtime) now() time.Time { return rt.o.Now() }
 // whatever state its conversations are in.
 const closeBudget = 4 * time.Second
 
-// Close ends the conversations still live here (reason shutdown), waits for their ends to be
-// stored, and stops. It returns within closeBudget even if a conversation or the store does
+// Close ends the calls still live here (reason shutdown), waits for their ends to be stored,
+// and stops. Chats are not ended: no node keeps one between its messages. It returns within closeBudget even if a conversation or the store does
 // not let go (it logs what it left). It is idempotent.
 func (rt *Runtime) Close() error {
 	rt.once.Do(func() {

@@ -23,7 +23,7 @@ import (
 
 // rig is a store, a bus and the test providers shared by one or more runtimes (nodes).
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	st    *store.Store
 	bus   bus.Bus
 	tp    *TestProviders
@@ -34,10 +34,18 @@ type rig struct {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
+	t.Helper()
+	b := bus.NewMemory()
+	t.Cleanup(func() { b.Close() })
+	return newRigOn(t, openStore(t, store.Options{DataDir: t.TempDir()}), b)
+}
+
+// openStore opens and migrates a store, closed when t ends.
+func openStore(t testing.TB, o store.Options) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Options{DataDir: t.TempDir()})
+	st, err := store.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +53,13 @@ func newRig(t *testing.T) *rig {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := bus.NewMemory()
-	t.Cleanup(func() { b.Close() })
+	return st
+}
+
+// newRigOn is a rig on a store and a bus.
+func newRigOn(t testing.TB, st *store.Store, b bus.Bus) *rig {
+	t.Helper()
+	ctx := context.Background()
 	tp, err := NewTestProviders(quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +291,13 @@ func TestTestCallTransferAndEnd(t *testing.T) {
 		if got := r.get(c.ID); got.EndReason != string(want) {
 			t.Fatalf("%s: ended %s", kind, got.EndReason)
 		}
-		got, _ := r.st.GetCommand(ctx, cmd.ID)
+		// The command's outcome is recorded once the stop it made returns, which may be after
+		// the end is stored.
+		var got store.Command
+		waitFor(t, 5*time.Second, "the command settled", func() bool {
+			got, _ = r.st.GetCommand(ctx, cmd.ID)
+			return got.Status != store.CommandPending
+		})
 		if got.Status != store.CommandDone {
 			t.Fatalf("%s: command %+v", kind, got)
 		}

@@ -63,6 +63,9 @@ func (rt *Runtime) simulate(l *live, lines []string) {
 				continue
 			}
 			if err != nil {
+				if l.stopped.Load() {
+					return // a stop (end, transfer) cancelled the reply; it ends the call with its reason
+				}
 				if !errors.Is(err, ErrEnded) && !errors.Is(err, context.Canceled) {
 					rt.log.Warn("test call: the agent could not answer", "conversation", c.ID, "err", err)
 					if sess.EndReason() == "" {

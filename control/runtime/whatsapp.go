@@ -1,7 +1,8 @@
 package runtime
 
-// issue 19: the messaging-app channel. Its conversations run on the chat engine (StartText,
-// Send); a voice note is transcribed with the agent's configured speech-to-text.
+// issue 19: the messaging-app channel. Its conversations are durable chats (StartText and
+// SendMetered in chat.go); a voice note is transcribed with the agent's configured
+// speech-to-text.
 
 import (
 	"context"
@@ -13,36 +14,7 @@ import (
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/media/stt"
-	"github.com/parley-voice/parley/session"
 )
-
-// StartText opens the text engine of a messaging-app conversation stored in progress and makes
-// it live on this node. The agent's greeting is not used: the conversation opens with opener
-// as the agent's first line (the template the business started it with), or with nothing when
-// the user wrote first. When the engine cannot start, the conversation is ended (reason
-// provider_error) and the error wraps ErrProvider.
-func (rt *Runtime) StartText(ctx context.Context, id store.ConversationID, opener string) ([]session.Line, error) {
-	c, err := rt.store.GetConversation(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	l, err := rt.register(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	sess, err := rt.build(ctx, c, false, l.p, func(a *session.Agent) { a.FirstMessage = opener })
-	if err != nil {
-		l.p.end(session.EndProviderError, session.Cost{})
-		<-l.p.done
-		return nil, err
-	}
-	l.setEngine(sess, true)
-	if err := sess.StartText(l.ctx); err != nil {
-		l.stop(session.EndFailed)
-		return nil, err
-	}
-	return sess.Transcript(), nil
-}
 
 // voiceNoteRate is the rate a voice note is decoded at for speech-to-text.
 const voiceNoteRate = 16000

@@ -355,10 +355,14 @@ func (q *Queries) SetConversationRecording(ctx context.Context, id ConversationI
 }
 
 // ActiveConversations returns conversations that are not ended and were last updated before
-// olderThan, oldest first: the candidates for a conversation whose node went away.
+// olderThan, oldest first: the candidates for a conversation whose node went away. Chats in
+// progress are not among them, nor messaging-app conversations (issue 19), which take the same
+// durable path: no node holds a chat between its messages (see ChatState), and only its idle
+// deadline (IdleChats; the 24-hour window for a messaging-app one) ends one.
 func (q *Queries) ActiveConversations(ctx context.Context, olderThan time.Time, limit int) ([]Conversation, error) {
 	return list(ctx, q, "list active conversations",
-		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND updated_at < $1 ORDER BY updated_at LIMIT $2`,
+		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND updated_at < $1
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
 		[]any{ts(normTime(olderThan)), clampLimit(limit)}, scanConversation)
 }
 

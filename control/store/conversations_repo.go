@@ -90,6 +90,12 @@ func (r Conversations) Delete(ctx context.Context, sc Scope, id ConversationID, 
 		if _, err := q.exec(ctx, "delete conversation commands", `DELETE FROM conversation_commands WHERE conversation_id = $1`, string(id)); err != nil {
 			return err
 		}
+		if _, err := q.exec(ctx, "delete tool calls", `DELETE FROM tool_calls WHERE conversation_id = $1`, string(id)); err != nil { // issue 17
+			return err
+		}
+		if _, err := q.exec(ctx, "delete chat messages", `DELETE FROM chat_messages WHERE conversation_id = $1`, string(id)); err != nil {
+			return err
+		}
 		now := ts(normTime(at))
 		// deleted_at IS NULL: of two racing deletes, the second changes nothing and is not found.
 		res, err := q.exec(ctx, "delete conversation",

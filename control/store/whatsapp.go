@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -266,8 +267,12 @@ func scanWAConv(r rowScanner) (WhatsAppConversation, error) {
 	return c, err
 }
 
-// CreateWhatsAppConversation records the messaging-app side of a stored conversation.
-func (q *Queries) CreateWhatsAppConversation(ctx context.Context, c WhatsAppConversation) (WhatsAppConversation, error) {
+// CreateWhatsAppConversation records the messaging-app side of a stored conversation and makes
+// it the current conversation of its thread (sender and user) in place of prev, the current one
+// the caller read with WhatsAppThread ("" when the thread had none). It is ErrConflict, and
+// stores nothing, when the thread moved meanwhile: another conversation was started with the
+// user (on any node), and the caller's transaction must be given up.
+func (q *Queries) CreateWhatsAppConversation(ctx context.Context, c WhatsAppConversation, prev ConversationID) (WhatsAppConversation, error) {
 	if !validID(c.ConversationID) || !validID(c.SenderID) || !validID(c.OrgID) {
 		return WhatsAppConversation{}, fmt.Errorf("store: %w: a whatsapp conversation needs a conversation, a sender and an organization", ErrInvalid)
 	}
@@ -279,9 +284,41 @@ func (q *Queries) CreateWhatsAppConversation(ctx context.Context, c WhatsAppConv
 		t := normTime(*c.LastInboundAt)
 		c.LastInboundAt = &t
 	}
-	_, err := q.exec(ctx, "create whatsapp conversation", `INSERT INTO whatsapp_conversations (`+waConvCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
-		string(c.ConversationID), string(c.OrgID), string(c.SenderID), c.UserID, nullTS(c.LastInboundAt), ts(c.CreatedAt))
+	err := q.atomic(ctx, func(q *Queries) error {
+		var res sql.Result
+		var err error
+		if prev == "" {
+			res, err = q.exec(ctx, "start whatsapp thread", `INSERT INTO whatsapp_threads (sender_id, user_id, conversation_id) VALUES ($1, $2, $3)
+				ON CONFLICT (sender_id, user_id) DO NOTHING`, string(c.SenderID), c.UserID, string(c.ConversationID))
+		} else {
+			res, err = q.exec(ctx, "move whatsapp thread", `UPDATE whatsapp_threads SET conversation_id = $3
+				WHERE sender_id = $1 AND user_id = $2 AND conversation_id = $4`, string(c.SenderID), c.UserID, string(c.ConversationID), string(prev))
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("store: %w: another conversation with the user was started meanwhile", ErrConflict)
+		}
+		_, err = q.exec(ctx, "create whatsapp conversation", `INSERT INTO whatsapp_conversations (`+waConvCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+			string(c.ConversationID), string(c.OrgID), string(c.SenderID), c.UserID, nullTS(c.LastInboundAt), ts(c.CreatedAt))
+		return err
+	})
 	return c, err
+}
+
+// WhatsAppThread returns the current conversation of the sender's thread with user, ended or
+// not ("" when none was started), to pass to CreateWhatsAppConversation as prev.
+func (q *Queries) WhatsAppThread(ctx context.Context, sender WhatsAppSenderID, user string) (ConversationID, error) {
+	var id ConversationID
+	err := q.get(ctx, "get whatsapp thread", `SELECT conversation_id FROM whatsapp_threads WHERE sender_id = $1 AND user_id = $2`,
+		[]any{string(sender), user}, func(r rowScanner) error { return r.Scan(&id) })
+	if errors.Is(err, ErrNotFound) {
+		return "", nil
+	}
+	return id, err
 }
 
 // GetWhatsAppConversation returns the messaging-app side of conversation id, or ErrNotFound.
@@ -295,15 +332,15 @@ func (q *Queries) GetWhatsAppConversation(ctx context.Context, id ConversationID
 	return c, err
 }
 
-// OpenWhatsAppConversation returns the sender's conversation with user that has not ended,
-// the newest, or ErrNotFound.
+// OpenWhatsAppConversation returns the current conversation of the sender's thread with user
+// when it has not ended, or ErrNotFound.
 func (q *Queries) OpenWhatsAppConversation(ctx context.Context, sender WhatsAppSenderID, user string) (WhatsAppConversation, error) {
 	var c WhatsAppConversation
 	err := q.get(ctx, "find open whatsapp conversation",
 		`SELECT w.conversation_id, w.org_id, w.sender_id, w.user_id, w.last_inbound_at, w.created_at
-		FROM whatsapp_conversations w JOIN conversations c ON c.id = w.conversation_id
-		WHERE w.sender_id = $1 AND w.user_id = $2 AND c.status <> 'ended' AND c.deleted_at IS NULL
-		ORDER BY w.conversation_id DESC LIMIT 1`,
+		FROM whatsapp_threads t JOIN whatsapp_conversations w ON w.conversation_id = t.conversation_id
+		JOIN conversations c ON c.id = w.conversation_id
+		WHERE t.sender_id = $1 AND t.user_id = $2 AND c.status <> 'ended' AND c.deleted_at IS NULL`,
 		[]any{string(sender), user}, func(r rowScanner) (err error) { c, err = scanWAConv(r); return err })
 	return c, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/numbers"
+	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/store"
 )
@@ -101,6 +102,9 @@ func (s *Service) Create(ctx context.Context, act app.Actor, in AgentCreate) (Ag
 	}
 	if p.Frozen {
 		return AgentDetail{}, fault.E(fault.CodeProjectFrozen, "The project %s is frozen: no agent can be made in it.", p.Name)
+	}
+	if err := checkToolRefs(ctx, s.Store.Queries, p.OrgID, p.ID, def); err != nil {
+		return AgentDetail{}, err
 	}
 	unique := in.Name == nil
 	if !unique {
@@ -214,6 +218,9 @@ func (s *Service) ReplaceDefinition(ctx context.Context, act app.Actor, id strin
 		if string(def.Agent.Direction) != a.Direction {
 			return AgentWritten{}, mismatch(fault.CodeDirectionMismatch, "/definition/agent/direction", "direction_mismatch",
 				fmt.Sprintf("The definition is for an %s agent; this agent is %s. Its direction cannot change: create another agent instead.", def.Agent.Direction, a.Direction))
+		}
+		if err := checkToolRefs(ctx, tx.Queries, a.OrgID, a.ProjectID, def); err != nil {
+			return AgentWritten{}, err
 		}
 		def.Agent.Name = a.Name
 		if in.Name != nil {
@@ -380,6 +387,25 @@ func project(ctx context.Context, q *store.Queries, act app.Actor, raw string) (
 	id, _ := store.ParseID[store.ProjectID](raw)
 	p, err := q.Projects().Get(ctx, act.Scope, id)
 	return p, app.NotFound(err, fault.CodeProjectNotFound, "project", raw)
+}
+
+// checkToolRefs refuses a definition whose references.tools name something that is neither a
+// tool, an MCP server nor an allowed MCP tool of the agent's project (issue 17): 422
+// unknown_tool_reference pointing at each name.
+func checkToolRefs(ctx context.Context, q *store.Queries, org store.OrgID, p store.ProjectID, def *agentdef.Definition) error {
+	res, err := tools.Resolve(ctx, q, org, p, def.References.Tools)
+	if err != nil {
+		return err
+	}
+	if len(res.Unknown) == 0 {
+		return nil
+	}
+	fes := make([]fault.FieldError, len(res.Unknown))
+	for i, n := range res.Unknown {
+		fes[i] = fault.FieldError{Pointer: fmt.Sprintf("/definition/references/tools/%d", n), Code: "unknown_reference",
+			Detail: fmt.Sprintf("No tool, MCP server or MCP tool of the project is named %q.", def.References.Tools[n])}
+	}
+	return fault.Invalid(fault.CodeUnknownToolReference, fes)
 }
 
 // parseDefinition reads and checks the definition member of a body: every problem is a 422

@@ -32,8 +32,8 @@ type Engine interface {
 	// greeting, when it has one).
 	StartChat(ctx context.Context, id store.ConversationID) ([]conversations.TranscriptLine, error)
 	// Send answers one message, calling onDelta (when set) with each piece of the reply as the
-	// model writes it. A chat whose node went away is ended and answers conversation_ended;
-	// ErrAttachmentRefused when the chat cannot take a picture sent.
+	// model writes it, on whichever node takes it (a chat is kept in the store between its
+	// messages); ErrAttachmentRefused when the chat cannot take a picture sent.
 	Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (Turn, error)
 }
 

@@ -165,3 +165,10 @@ func (c Credential) MarshalJSON() ([]byte, error) { return json.Marshal(redacted
 func basic(user, pass string) string {
 	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 }
+
+// WithValue returns c holding value: a credential made outside the vault (a test, a setting of
+// the operator) that is sent, printed and redacted like one the vault opened.
+func (c Credential) WithValue(value string) Credential {
+	c.value = value
+	return c
+}

@@ -193,12 +193,6 @@ func (s *Service) StartConversation(ctx context.Context, act app.Actor, body Con
 		return out, err
 	}
 	user := canonicalUser(body.To)
-	if old, err := s.Store.OpenWhatsAppConversation(ctx, sn.ID, user); err == nil {
-		// One conversation with a user at a time: a new start ends the one going.
-		if err := s.Engine.End(ctx, old.ConversationID); err != nil {
-			s.log().WarnContext(ctx, "whatsapp: the conversation going was not ended", "conversation", old.ConversationID, "err", err)
-		}
-	}
 	conv := calls.NewConversation(act, mode, st, store.ChannelWhatsApp, "outbound", store.ConvInProgress)
 	conv.ViaAPI = true
 	if strings.IndexFunc(user, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
@@ -213,12 +207,13 @@ func (s *Service) StartConversation(ctx context.Context, act app.Actor, body Con
 		return out, err
 	}
 	var msg store.WhatsAppMessage
-	conv, err = app.Change(app.WithCommitHook(ctx, nil), s.Store, act, func(tx *store.Tx, au *app.Audit) (store.Conversation, error) {
+	var prev store.ConversationID
+	start := func(tx *store.Tx, au *app.Audit) (store.Conversation, error) {
 		created, err := tx.CreateConversation(ctx, conv)
 		if err != nil {
 			return created, err
 		}
-		if _, err := tx.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{ConversationID: created.ID, OrgID: created.OrgID, SenderID: sn.ID, UserID: user}); err != nil {
+		if _, err := tx.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{ConversationID: created.ID, OrgID: created.OrgID, SenderID: sn.ID, UserID: user}, prev); err != nil {
 			return created, err
 		}
 		if msg, err = tx.InsertWhatsAppMessage(ctx, store.WhatsAppMessage{OrgID: created.OrgID, SenderID: sn.ID, ConversationID: created.ID,
@@ -227,10 +222,29 @@ func (s *Service) StartConversation(ctx context.Context, act app.Actor, body Con
 		}
 		return created, au.Record("whatsapp.conversation.started", "conversation", string(created.ID), created.ProjectID,
 			map[string]any{"agent_id": created.AgentID, "sender_id": sn.ID, "template": tpl.Name, "language": tpl.Language})
-	})
-	if err != nil {
-		return out, err
 	}
+	// One conversation with a user at a time: a new start ends the one going, and takes its
+	// place in the thread unless another was started meanwhile (then that one is ended too).
+	var started store.Conversation
+	for attempt := 0; ; attempt++ {
+		if prev, err = s.Store.WhatsAppThread(ctx, sn.ID, user); err != nil {
+			return out, err
+		}
+		if old, err := s.Store.OpenWhatsAppConversation(ctx, sn.ID, user); err == nil {
+			if err := s.Engine.End(ctx, old.ConversationID); err != nil {
+				s.log().WarnContext(ctx, "whatsapp: the conversation going was not ended", "conversation", old.ConversationID, "err", err)
+			}
+		}
+		started, err = app.Change(app.WithCommitHook(ctx, nil), s.Store, act, start)
+		if errors.Is(err, store.ErrConflict) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		break
+	}
+	conv = started
 	first, err := s.Engine.StartText(ctx, conv.ID, opener)
 	if err != nil {
 		_ = s.Store.UpdateWhatsAppMessage(context.WithoutCancel(ctx), msg.ID, store.WhatsAppMessageUpdate{Status: store.WAFailed, Note: "the conversation could not start"})

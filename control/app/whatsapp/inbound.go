@@ -397,10 +397,6 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 	if err != nil || m.Status != store.WAReceived {
 		return err
 	}
-	defer s.lockUser(m.SenderID, m.UserID)()
-	if m, err = s.Store.GetWhatsAppMessage(ctx, ij.Message); err != nil || m.Status != store.WAReceived {
-		return err // answered while this job waited
-	}
 	last := j.Attempt >= j.MaxAttempts
 	fail := func(note string, cause error) error {
 		s.log().WarnContext(ctx, "whatsapp: an inbound message was not answered", "message", m.ID, "wamid", m.WAMID, "note", note, "err", cause)
@@ -480,14 +476,10 @@ func (s *Service) HandleInbound(ctx context.Context, j *jobs.Job) error {
 	default:
 		return s.politely(ctx, c, wc, m, fmt.Sprintf("a %s message is not handled", in.Type))
 	}
+	// The conversation is a durable chat: whichever node takes the job answers it from the
+	// stored state, after a restart or a dead node too, one message at a time (Send waits for
+	// the conversation's lease while another message of it is answered).
 	turn, err := s.Engine.Send(ctx, c.ID, text, attachments, sttSeconds)
-	if errors.Is(err, ErrNotLive) {
-		// Its node went away: it is ended, and the next attempt starts another.
-		if err := s.Engine.End(ctx, c.ID); err != nil {
-			return err
-		}
-		return fmt.Errorf("whatsapp: conversation %s was not live any more; it was ended", c.ID)
-	}
 	if err != nil {
 		switch faultCode(err) {
 		case fault.CodeAgentBusy, fault.CodeConversationEnded, fault.CodeProviderUnavailable:
@@ -542,13 +534,33 @@ func faultDetail(err error) string {
 }
 
 // openConversation returns the user's conversation going with the number, or starts one with
-// the number's agent (inbound, live).
+// the number's agent (inbound, live). A conversation starts only by moving the thread from the
+// one it replaces (store.CreateWhatsAppConversation): when two messages of a new user arrive
+// together, on any nodes, one starts it and the other finds it.
 func (s *Service) openConversation(ctx context.Context, sn store.WhatsAppSender, user string) (store.Conversation, store.WhatsAppConversation, error) {
-	if wc, err := s.Store.OpenWhatsAppConversation(ctx, sn.ID, user); err == nil {
-		c, err := s.Store.GetConversation(ctx, wc.ConversationID)
+	for attempt := 0; ; attempt++ {
+		c, wc, err := s.tryOpenConversation(ctx, sn, user)
+		if errors.Is(err, store.ErrConflict) && attempt < 3 {
+			continue // started meanwhile: find it
+		}
 		return c, wc, err
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return store.Conversation{}, wc, err
+	}
+}
+
+func (s *Service) tryOpenConversation(ctx context.Context, sn store.WhatsAppSender, user string) (store.Conversation, store.WhatsAppConversation, error) {
+	prev, err := s.Store.WhatsAppThread(ctx, sn.ID, user)
+	if err != nil {
+		return store.Conversation{}, store.WhatsAppConversation{}, err
+	}
+	if prev != "" {
+		c, err := s.Store.GetConversation(ctx, prev)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return c, store.WhatsAppConversation{}, err
+		}
+		if err == nil && !c.Ended() && c.DeletedAt == nil {
+			wc, err := s.Store.GetWhatsAppConversation(ctx, prev)
+			return c, wc, err
+		}
 	}
 	org, err := s.Store.GetOrg(ctx, sn.OrgID)
 	if err != nil {
@@ -570,7 +582,7 @@ func (s *Service) openConversation(ctx context.Context, sn store.WhatsAppSender,
 		if err != nil {
 			return created, err
 		}
-		if wc, err = tx.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{ConversationID: created.ID, OrgID: created.OrgID, SenderID: sn.ID, UserID: user}); err != nil {
+		if wc, err = tx.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{ConversationID: created.ID, OrgID: created.OrgID, SenderID: sn.ID, UserID: user}, prev); err != nil {
 			return created, err
 		}
 		return created, au.Record("whatsapp.conversation.started", "conversation", string(created.ID), created.ProjectID,

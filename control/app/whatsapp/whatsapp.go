@@ -134,15 +134,16 @@ type Secrets interface {
 // ErrSecretNotFound says the vault holds no such secret for the organization.
 var ErrSecretNotFound = errors.New("whatsapp: no such secret")
 
-// Engine runs the conversations on the chat engine (control/runtime, adapted). Errors are
-// classified like chats.Engine's; ErrNotLive when no node runs the conversation any more.
+// Engine runs the conversations on the durable chat engine (control/runtime, adapted): no node
+// keeps one between its messages, so a restart or a dead node ends none. Errors are classified
+// like chats.Engine's.
 type Engine interface {
 	Ready() error
 	// StartText starts the engine of a stored conversation with opener as the agent's first
 	// line ("" for none; the agent's greeting is not used).
 	StartText(ctx context.Context, id store.ConversationID, opener string) ([]conversations.TranscriptLine, error)
-	// Send answers a message; sttSeconds is speech-to-text it already used (a voice note),
-	// metered with the conversation.
+	// Send answers a message, after the one being answered (on any node); sttSeconds is
+	// speech-to-text it already used (a voice note), charged with the conversation.
 	Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64) (chats.Turn, error)
 	// Say adds a line the business wrote to the conversation (transcript and history).
 	Say(ctx context.Context, c store.Conversation, text string) error
@@ -152,9 +153,6 @@ type Engine interface {
 	// returns the seconds of audio it holds.
 	TranscribeVoiceNote(ctx context.Context, id store.ConversationID, ogg []byte) (string, float64, error)
 }
-
-// ErrNotLive says no node runs the conversation any more.
-var ErrNotLive = errors.New("whatsapp: the conversation is not live")
 
 // Waker wakes the workers after a job was enqueued in a committed transaction (jobs.Queue).
 type Waker interface {
@@ -186,41 +184,8 @@ type Service struct {
 	Log *slog.Logger
 
 	mu         sync.Mutex
-	users      map[string]*userLock       // by sender and user: one inbound message at a time
 	templates  map[string]cachedTemplates // by sender id
 	appSecrets map[string]cachedSecret    // by project and secret id
-}
-
-// userLock serializes the inbound messages of one user of one number on this node, so that two
-// arriving together do not start two conversations, and are answered in turn.
-type userLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-// lockUser takes the lock of a sender's user and returns its release.
-func (s *Service) lockUser(sender store.WhatsAppSenderID, user string) func() {
-	key := string(sender) + "/" + user
-	s.mu.Lock()
-	if s.users == nil {
-		s.users = map[string]*userLock{}
-	}
-	l := s.users[key]
-	if l == nil {
-		l = &userLock{}
-		s.users[key] = l
-	}
-	l.refs++
-	s.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(s.users, key)
-		}
-		s.mu.Unlock()
-	}
 }
 
 type cachedTemplates struct {

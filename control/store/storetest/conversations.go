@@ -29,6 +29,7 @@ func testConversations(t *testing.T, open Opener) {
 		{"ScheduledCallsLostWorker", testScheduledCallsLostWorker},
 		{"Attachments", testAttachments},
 		{"DoNotCallEvents", testDoNotCallEvents},
+		{"ChatState", testChatState}, // issue 13
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

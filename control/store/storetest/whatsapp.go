@@ -5,6 +5,8 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +68,46 @@ func testWhatsApp(t *testing.T, open Opener) {
 
 	// A conversation's thread.
 	conv := must[store.Conversation](t, "CreateConversation")(s.CreateConversation(ctx, newConv(w, w.p1.ID, store.ChannelWhatsApp)))
-	wc := must[store.WhatsAppConversation](t, "CreateWhatsAppConversation")(s.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{
-		ConversationID: conv.ID, OrgID: w.org.ID, SenderID: snd.ID, UserID: "16505551234"}))
+	// Two conversations of a new user started together, on any nodes: the thread's
+	// compare-and-set lets one in.
+	var wc store.WhatsAppConversation
+	{
+		var wg sync.WaitGroup
+		var won atomic.Int32
+		convs := []store.Conversation{conv}
+		for range 3 {
+			convs = append(convs, must[store.Conversation](t, "CreateConversation")(s.CreateConversation(ctx, newConv(w, w.p1.ID, store.ChannelWhatsApp))))
+		}
+		results := make([]error, len(convs))
+		for i, c := range convs {
+			wg.Go(func() {
+				got, err := s.CreateWhatsAppConversation(ctx, store.WhatsAppConversation{ConversationID: c.ID, OrgID: w.org.ID, SenderID: snd.ID, UserID: "16505551234"}, "")
+				if results[i] = err; err == nil {
+					won.Add(1)
+					if c.ID != conv.ID {
+						conv, wc = c, got
+					} else {
+						wc = got
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("%d conversations started in one thread at once: %v", won.Load(), results)
+		}
+		for _, err := range results {
+			if err != nil && !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("the loser's error: %v", err)
+			}
+		}
+	}
+	if cur := must[store.ConversationID](t, "Thread")(s.WhatsAppThread(ctx, snd.ID, "16505551234")); cur != conv.ID {
+		t.Fatalf("the thread points at %s, not %s", cur, conv.ID)
+	}
+	if cur := must[store.ConversationID](t, "Thread")(s.WhatsAppThread(ctx, snd.ID, "nobody")); cur != "" {
+		t.Fatalf("a thread never started: %s", cur)
+	}
 	if got := must[store.WhatsAppConversation](t, "Open")(s.OpenWhatsAppConversation(ctx, snd.ID, "16505551234")); got.ConversationID != conv.ID || got.LastInboundAt != nil {
 		t.Fatalf("open conversation: %+v", got)
 	}
@@ -125,6 +165,19 @@ func testWhatsApp(t *testing.T, open Opener) {
 	}
 	if _, err := s.OpenWhatsAppConversation(ctx, snd.ID, "16505551234"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an ended conversation is open: %v", err)
+	}
+	// The next conversation takes the ended one's place only from it.
+	next := must[store.Conversation](t, "next")(s.CreateConversation(ctx, newConv(w, w.p1.ID, store.ChannelWhatsApp)))
+	nwc := store.WhatsAppConversation{ConversationID: next.ID, OrgID: w.org.ID, SenderID: snd.ID, UserID: "16505551234"}
+	if _, err := s.CreateWhatsAppConversation(ctx, nwc, ""); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a thread started twice: %v", err)
+	}
+	if _, err := s.CreateWhatsAppConversation(ctx, nwc, next.ID); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a thread moved from a conversation it was not at: %v", err)
+	}
+	must[store.WhatsAppConversation](t, "move")(s.CreateWhatsAppConversation(ctx, nwc, conv.ID))
+	if got := must[store.WhatsAppConversation](t, "Open next")(s.OpenWhatsAppConversation(ctx, snd.ID, "16505551234")); got.ConversationID != next.ID {
+		t.Fatalf("open after the move: %+v", got)
 	}
 	must[store.WhatsAppSender](t, "Delete")(s.WhatsAppSenders().Delete(ctx, only1, snd.ID))
 	if got, _ := s.ListWhatsAppMessages(ctx, conv.ID, store.Page{Limit: 10}); len(got) != 0 {

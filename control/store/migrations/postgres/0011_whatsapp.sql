@@ -1,9 +1,9 @@
--- 0010 whatsapp (issue 19): the messaging-app channel (PostgreSQL). A sender is a WhatsApp Cloud API
+-- 0011 whatsapp (issue 19): the messaging-app channel (PostgreSQL). A sender is a WhatsApp Cloud API
 -- phone number of a project with the agent that answers it; its access token and app secret are
 -- vault secrets, referenced by id (never stored here). A whatsapp conversation is one
 -- conversation row plus its thread (sender, user, last inbound time: the 24-hour window); every
 -- message in or out is kept with Meta's id (wamid, unique: Meta retries deliveries) and status.
--- Keep in step with ../sqlite/0010_whatsapp.sql.
+-- Keep in step with ../sqlite/0011_whatsapp.sql.
 
 CREATE TABLE whatsapp_senders (
 	id uuid PRIMARY KEY,
@@ -32,6 +32,17 @@ CREATE TABLE whatsapp_conversations (
 );
 
 CREATE INDEX whatsapp_conversations_thread ON whatsapp_conversations (sender_id, user_id, conversation_id);
+
+-- The thread of a number and a user points at its current conversation. A conversation is
+-- started only by moving the pointer from the one it replaces (compare-and-set, in the
+-- transaction that creates it), so two messages of a new user arriving together, on any nodes,
+-- start one conversation.
+CREATE TABLE whatsapp_threads (
+	sender_id uuid NOT NULL REFERENCES whatsapp_senders (id) ON DELETE CASCADE,
+	user_id text NOT NULL,
+	conversation_id uuid NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+	PRIMARY KEY (sender_id, user_id)
+);
 
 CREATE TABLE whatsapp_messages (
 	id uuid PRIMARY KEY,
