@@ -21,6 +21,7 @@ import (
 	wagraph "github.com/parley-voice/parley/control/channels/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jobs"
+	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session/fakes"
@@ -30,6 +31,7 @@ var _ = register(
 	scenario{"WhatsAppInbound", testWhatsAppInbound},
 	scenario{"WhatsAppTemplateWindow", testWhatsAppTemplateWindow},
 	scenario{"WhatsAppSenders", testWhatsAppSenders},
+	scenario{"WhatsAppRestart", testWhatsAppRestart},
 )
 
 // waWorld is a world running the channel: the Graph fake, a vault with the number's token and
@@ -42,6 +44,7 @@ type waWorld struct {
 	sender string
 	token  string // the vault secret of the access token
 	app    string // the vault secret of the app secret
+	stop   func() // stops the node's channel: its worker and webhook endpoint
 }
 
 const (
@@ -64,20 +67,7 @@ func newWAWorld(t *testing.T, e engine) *waWorld {
 			body: map[string]any{"project_id": w.p1.ID, "name": name, "type": "bearer", "value": value}}).Str("id")
 	}
 	ww.token, ww.app = secret("WhatsApp token", waToken), secret("WhatsApp app secret", waAppSecret)
-	w.api.WhatsApp = nil
-	w.api.WhatsAppGraph = wagraph.New(wagraph.Options{BaseURL: w.tp.URL(), Backoff: time.Millisecond})
-	wk := jobs.NewWorker(jobs.Options{Store: w.st, Bus: w.bus, Owner: "wa-test", PollInterval: 20 * time.Millisecond,
-		Backoff: &jobs.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
-	w.api.JobWaker = wk.Queue()
-	w.api.Services()
-	whatsapp.RegisterJobs(wk, w.api.WhatsApp)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = wk.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv := httptest.NewServer(w.api.WhatsAppHooks())
-	t.Cleanup(srv.Close)
-	ww.hooks = srv.URL
+	ww.startChannel(t)
 	ww.agent = w.publishedAgent(t, w.p1.ID, "WhatsApp helper "+randHex(2), "inbound", func(a map[string]any) {
 		a["channels"] = []any{"whatsapp", "chat"}
 		a["system_prompt"] = "You help people over WhatsApp."
@@ -86,6 +76,26 @@ func newWAWorld(t *testing.T, e engine) *waWorld {
 		"project_id": w.p1.ID, "agent_id": ww.agent, "phone_number_id": waPhoneID, "business_account_id": waWABA,
 		"display_number": "+1 555 0100", "access_token_secret_id": ww.token, "app_secret_secret_id": ww.app, "verify_token": waVerify}}).Str("id")
 	return ww
+}
+
+// startChannel composes the channel on the world's API and runtime, as a node does: the Graph
+// client, a worker on the job queue and the webhook endpoint on a real listener.
+func (w *waWorld) startChannel(t *testing.T) {
+	w.api.WhatsApp = nil
+	w.api.WhatsAppGraph = wagraph.New(wagraph.Options{BaseURL: w.tp.URL(), Backoff: time.Millisecond})
+	wk := jobs.NewWorker(jobs.Options{Store: w.st, Bus: w.bus, Owner: "wa-test-" + randHex(2), PollInterval: 20 * time.Millisecond,
+		Backoff: &jobs.Backoff{Base: 20 * time.Millisecond, Max: 100 * time.Millisecond}})
+	w.api.JobWaker = wk.Queue()
+	w.api.Services()
+	whatsapp.RegisterJobs(wk, w.api.WhatsApp)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = wk.Run(ctx) }()
+	srv := httptest.NewServer(w.api.WhatsAppHooks())
+	var once sync.Once
+	w.stop = func() { once.Do(func() { srv.Close(); cancel(); <-done }) }
+	t.Cleanup(w.stop)
+	w.hooks = srv.URL
 }
 
 // post posts a webhook body signed with secret and returns Parley's status.
@@ -578,4 +588,84 @@ func hasEvent(t *testing.T, st *store.Store, org store.OrgID, typ, conv string) 
 		}
 	}
 	return false
+}
+
+// testWhatsAppRestart: a WhatsApp conversation is a durable chat. Its node stops (the runtime
+// closed, the worker and the webhook endpoint gone); a new composition on the same store (a
+// new runtime of another node id, new services, a new worker) answers the user's next message
+// in the same conversation, the LLM given its whole history; the voice note's speech-to-text
+// charged before the restart is still charged when it ends.
+func testWhatsAppRestart(t *testing.T, e engine) {
+	w := newWAWorld(t, e)
+	const user = "16505557777"
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "My name is Ada.", WAMID: "wamid.R-1"})
+	w.waitSent(t, "the first answer", textTo(user, "You said: My name is Ada."))
+	pcm := make([]int16, 16000) // a second of voice
+	for i := range pcm {
+		pcm[i] = int16(9000 * math.Sin(2*math.Pi*300*float64(i)/16000))
+	}
+	ogg, err := media.EncodeOggOpus(pcm, 16000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Type: "audio", MediaID: w.fake.AddMedia(ogg, "audio/ogg; codecs=opus"), WAMID: "wamid.R-2"})
+	w.waitSent(t, "the voice note's answer", func(s fakes.WhatsAppFakeSent) bool {
+		return s.To == user && s.Type == "text" && strings.HasPrefix(s.Text, "You said: (voice note, transcribed)")
+	})
+	convs := w.whatsappConversations(t)
+	if len(convs) != 1 {
+		t.Fatalf("conversations before the restart: %v", convs)
+	}
+	conv := convs[0]["id"].(string)
+
+	// The node stops: nothing of the conversation is kept in memory anywhere.
+	w.stop()
+	if err := w.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.conv(t, kLive, conv); c.Str("status") != "in_progress" || c.JSON["end_reason"] != nil {
+		t.Fatalf("after its node stopped the conversation is %s", c)
+	}
+	// Another node, on the same store.
+	rt, err := runtime.New(runtime.Options{NodeID: "node-" + randHex(3), Store: w.st, Bus: w.bus, Providers: w.tp, TestProviders: w.tp,
+		Media: true, Dialer: w.dialer, WebCalls: w.web, DataDir: w.dataDir, CalleePace: 20 * time.Millisecond, RingFor: 5 * time.Millisecond, Log: w.api.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	w.rt, w.api.Runtime = rt, rt
+	w.api.Conversations, w.api.Calls, w.api.Chats = nil, nil, nil
+	w.startChannel(t)
+
+	w.inbound(t, fakes.WhatsAppInbound{From: user, Text: "What is my name?", WAMID: "wamid.R-3"})
+	w.waitSent(t, "the answer after the restart", textTo(user, "You said: What is my name?"))
+	if convs := w.whatsappConversations(t); len(convs) != 1 || convs[0]["id"] != conv {
+		t.Fatalf("conversations after the restart: %v", convs)
+	}
+	reqs := w.tp.Fakes.Chat.Requests()
+	var got []string
+	for _, m := range reqs[len(reqs)-1].Body["messages"].([]any) {
+		mm := m.(map[string]any)
+		if mm["role"] == "system" {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s: %v", mm["role"], mm["content"]))
+	}
+	if len(got) != 5 || got[0] != "user: My name is Ada." || got[1] != "assistant: You said: My name is Ada." ||
+		!strings.HasPrefix(got[2], "user: (voice note, transcribed)") || got[4] != "user: What is my name?" {
+		t.Fatalf("after the restart the LLM was asked %q", got)
+	}
+	tr := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/conversations/" + conv + "/transcript", key: kLive})
+	if lines := tr.JSON["lines"].([]any); len(lines) != 6 {
+		t.Fatalf("transcript after the restart: %v", lines)
+	}
+	w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + conv + "/end", key: kLive})
+	w.waitStatus(t, kLive, conv, "ended")
+	cost := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/conversations/" + conv + "?include=cost", key: kLive}).JSON["cost"].(map[string]any)
+	if s := cost["stt_seconds"].(float64); s < 0.9 || s > 1.1 {
+		t.Fatalf("cost after the restart: %v", cost)
+	}
 }
