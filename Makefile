@@ -13,7 +13,7 @@ BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
 TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio chromium ffmpeg
 
-.PHONY: help deps deps-test build run test lint bench bench-e2e demo fmt clean
+.PHONY: help deps deps-test build run test lint bench bench-e2e soak demo fmt clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -31,11 +31,19 @@ run: build ## build and start `parley serve` on the embedded default (SQLite in 
 	$(BIN)/parley serve
 
 test: deps ## run every test with -race (peers missing locally are skipped; PARLEY_REQUIRE_PEERS=1 fails instead)
-	$(GO) test -race -count=1 -timeout 30m -v -skip '^TestSippLoad$$' ./... 2>&1 | tee .test.log | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
+	$(GO) test -race -count=1 -timeout 30m -v -skip '^(TestSippLoad|TestSippSoak)$$' ./... 2>&1 | tee .test.log | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 	@# The SIP load test keeps 200 calls' media clocks in real time: it runs alone, not beside
 	@# other packages' tests competing for the same two cores.
 	$(GO) test -race -count=1 -timeout 10m -v -run '^TestSippLoad$$' ./sip/ 2>&1 | tee -a .test.log | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 	@echo "summary: $$(grep -c -- '--- PASS' .test.log) passed, $$(grep -c -- '--- FAIL' .test.log || true) failed, $$(grep -c -- '--- SKIP' .test.log || true) skipped (tests and subtests)"
+
+# issue 22: the soak's length, call rate and concurrency (make soak SOAK_DURATION=2m SOAK_RATE=10).
+SOAK_DURATION ?= 10m
+SOAK_RATE     ?= 50
+SOAK_LIMIT    ?= 200
+soak: deps ## the SIP soak (not in make test): the load scenario for SOAK_DURATION with 1% ACK loss and 1% CANCEL races; goroutines and RSS printed every 10 s
+	PARLEY_SOAK=1 PARLEY_SOAK_DURATION=$(SOAK_DURATION) PARLEY_SOAK_RATE=$(SOAK_RATE) PARLEY_SOAK_LIMIT=$(SOAK_LIMIT) \
+		$(GO) test -count=1 -timeout 90m -v -run '^TestSippSoak$$' ./sip/ 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 
 lint: ## gofmt check and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

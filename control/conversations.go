@@ -12,6 +12,7 @@ import (
 	"github.com/parley-voice/parley/control/app/audit"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/channels"
+	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
 	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/providers"
@@ -23,14 +24,15 @@ import (
 // The worker role's conversation jobs: their kinds on the job queue, how often each runs, and
 // for how long one attempt may run.
 const (
-	kindDialDue          = "scheduled_calls.dial_due" // scheduled calls that are due
-	kindReapLost         = "conversations.reap_lost"  // conversations whose node went away
-	kindPurgeAttachments = "attachments.purge_unused" // pictures no message used
-	kindPurgeAgents      = "agents.purge_deleted"     // deleted agents past their purge time
-	kindPurgeIdempotency = "idempotency_keys.purge"   // Idempotency-Key answers older than a day
-	kindPurgeJobs        = "jobs.purge"               // finished jobs past their keeping time
-	kindPurgeAudit       = "audit_events.purge"       // audit events past the 365-day retention
-	kindEndIdleChats     = "chats.end_idle"           // issue 13: chats past their idle deadline
+	kindDialDue          = "scheduled_calls.dial_due"      // scheduled calls that are due
+	kindReapLost         = "conversations.reap_lost"       // conversations whose node went away
+	kindReapDeadNodes    = "conversations.reap_dead_nodes" // issue 22: calls of nodes unseen for 3 heartbeats
+	kindPurgeAttachments = "attachments.purge_unused"      // pictures no message used
+	kindPurgeAgents      = "agents.purge_deleted"          // deleted agents past their purge time
+	kindPurgeIdempotency = "idempotency_keys.purge"        // Idempotency-Key answers older than a day
+	kindPurgeJobs        = "jobs.purge"                    // finished jobs past their keeping time
+	kindPurgeAudit       = "audit_events.purge"            // audit events past the 365-day retention
+	kindEndIdleChats     = "chats.end_idle"                // issue 13: chats past their idle deadline
 
 	dialEvery    = time.Second
 	reapEvery    = 30 * time.Second
@@ -107,7 +109,8 @@ func (n *Node) conversationAPI(a *api.API) {
 	if n.tools != nil { // issue 17
 		a.Guard, a.MCP = n.Outbound, n.tools.mcp
 	}
-	n.whatsappAPI(a) // issue 19
+	a.TransferCheck = channels.TransferChecker{Store: n.Store, Allow: n.cfg.TransferAllow}.Check // issue 22 item 7
+	n.whatsappAPI(a)                                                                             // issue 19
 	a.Services()
 }
 
@@ -120,7 +123,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 		return
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
-	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout)
+	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout, n.registry)
 	if a.WhatsApp != nil && a.WhatsApp.Ready() == nil { // issue 19
 		whatsapp.RegisterJobs(w, a.WhatsApp)
 	}
@@ -135,7 +138,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 
 // registerConversationJobs gives w the handlers of the conversation jobs and their periods.
 // The handlers call what the API's workers call; none of them goes through HTTP.
-func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, st *store.Store, nodeID string, idle time.Duration) {
+func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, st *store.Store, nodeID string, idle time.Duration, reg *cluster.Registry) {
 	periodic := func(kind string, every time.Duration, attempts int, fn func(ctx context.Context) error) {
 		w.Register(kind, func(ctx context.Context, _ *jobs.Job) error { return fn(ctx) },
 			jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(attempts))
@@ -159,6 +162,12 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		_, err := rt.EndIdleChats(ctx)
 		return err
 	})
+	if reg != nil {
+		periodic(kindReapDeadNodes, reg.Interval(), 1, func(ctx context.Context) error {
+			_, err := rt.ReapDeadNodes(ctx, reg.Dead)
+			return err
+		})
+	}
 	periodic(kindPurgeAttachments, purgeEvery, 0, func(ctx context.Context) error {
 		_, err := a.Chats.PurgeAttachments(ctx)
 		return err
@@ -229,5 +238,9 @@ func (n *Node) webCalls() runtime.WebCalls {
 	if n.media == nil {
 		return nil
 	}
-	return channels.WebCalls(n.media.webrtc)
+	wc := channels.WebCalls(n.media.webrtc)
+	if n.metrics != nil {
+		wc = webCallCounter{WebCalls: wc, v: n.metrics.voice} // issue 22 item 11
+	}
+	return wc
 }

@@ -39,9 +39,9 @@ func TestWorkerRunsConversationJobs(t *testing.T) {
 		return len(js)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for _, k := range []string{kindDialDue, kindReapLost, kindPurgeAttachments, kindPurgeAgents, kindPurgeIdempotency, kindPurgeJobs, kindPurgeAudit, kindEndIdleChats} {
+	for _, k := range []string{kindDialDue, kindReapLost, kindReapDeadNodes, kindPurgeAttachments, kindPurgeAgents, kindPurgeIdempotency, kindPurgeJobs, kindPurgeAudit, kindEndIdleChats} {
 		want := 1
-		if k == kindDialDue {
+		if k == kindDialDue || k == kindReapDeadNodes {
 			want = 2
 		}
 		for done(k) < want {

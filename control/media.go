@@ -153,6 +153,9 @@ func (s *storeTrunks) load(ctx context.Context) ([]sip.Trunk, error) {
 	out := make([]sip.Trunk, 0, len(rows))
 	for _, t := range rows {
 		st, err := toSIPTrunk(t, s.box)
+		if err == nil {
+			err = withNetworks(ctx, s.st, t.ID, &st) // issue 22 item 7
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -191,6 +194,19 @@ func toSIPTrunk(t store.Trunk, box *secrets.Box) (sip.Trunk, error) {
 		AllowedSources: prefixes, InboundAuth: t.InboundAuth, FromDomain: t.FromDomain, Registration: toSIPRegistration(t),
 		SRTP: sip.SRTPMode(t.SRTP), SRTPOverClear: t.SRTPOverClear,
 		TLS: sip.TrunkTLS{CAPEM: t.TLSCA, ClientCertPEM: t.TLSClientCert, ClientKeyPEM: key}}, nil
+}
+
+// withNetworks adds the trunk's transfer and media networks to st.
+func withNetworks(ctx context.Context, q *store.Store, id store.TrunkID, st *sip.Trunk) error {
+	n, err := q.GetTrunkNetworks(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st.TransferAllow, err = sip.ParsePrefixes(n.TransferAllow); err != nil {
+		return err
+	}
+	st.MediaCIDRs, err = sip.ParsePrefixes(n.MediaCIDRs)
+	return err
 }
 
 // MatchSource implements sip.TrunkSource.

@@ -1,12 +1,14 @@
 package control
 
 import (
+	"context"
 	"runtime/debug"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
 )
@@ -30,9 +32,10 @@ type voiceMetrics struct {
 	ends        *prometheus.CounterVec // channel, reason
 	sip         *prometheus.CounterVec // direction (sent, received), code
 	rtpPackets  *prometheus.CounterVec // direction (sent, received)
-	rtpLost     prometheus.Counter
+	rtpLost     *prometheus.CounterVec // direction: received (our reception), sent (the peer's RTCP reports)
+	rtpLate     *prometheus.CounterVec // direction (received)
 	rtpConceal  prometheus.Counter
-	rtpJitter   prometheus.Histogram
+	rtpJitter   *prometheus.HistogramVec // direction
 	rtpSendErrs prometheus.Counter
 }
 
@@ -53,16 +56,19 @@ func newVoiceMetrics() voiceMetrics {
 		rtpPackets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "parley_rtp_packets_total", Help: "RTP packets of ended calls, by direction.",
 		}, []string{"direction"}),
-		rtpLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "parley_rtp_lost_packets_total", Help: "RTP packets the peers' streams lost (RFC 3550 A.3), over ended calls.",
-		}),
+		rtpLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_rtp_lost_packets_total", Help: "RTP packets lost over ended calls (RFC 3550 A.3), by direction: received (the peers' streams, as Parley counted), sent (Parley's streams, as the peers' RTCP reports said).",
+		}, []string{"direction"}),
+		rtpLate: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_rtp_late_packets_total", Help: "RTP packets that came after their turn to play and were dropped, over ended calls, by direction (received).",
+		}, []string{"direction"}),
 		rtpConceal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "parley_rtp_concealed_frames_total", Help: "20 ms frames made up for lost or late packets, over ended calls (concealment rate: divide by received packets).",
 		}),
-		rtpJitter: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "parley_rtp_jitter_seconds", Help: "Interarrival jitter of the peer's stream at the end of each call (RFC 3550 A.8).",
+		rtpJitter: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "parley_rtp_jitter_seconds", Help: "Interarrival jitter at the end of each call (RFC 3550 A.8), by direction: received (the peer's stream), sent (Parley's, as the peer reported it).",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .04, .08, .16, .32},
-		}),
+		}, []string{"direction"}),
 		rtpSendErrs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "parley_rtp_send_errors_total", Help: "RTP packets that could not be encoded or sent, over ended calls.",
 		}),
@@ -70,7 +76,7 @@ func newVoiceMetrics() voiceMetrics {
 }
 
 func (v voiceMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{v.active, v.starts, v.ends, v.sip, v.rtpPackets, v.rtpLost, v.rtpConceal, v.rtpJitter, v.rtpSendErrs}
+	return []prometheus.Collector{v.active, v.starts, v.ends, v.sip, v.rtpPackets, v.rtpLost, v.rtpLate, v.rtpConceal, v.rtpJitter, v.rtpSendErrs}
 }
 
 // sipObserver counts a SIP server's calls and responses (sip.Observer), channel "phone".
@@ -87,12 +93,19 @@ func (o sipObserver) CallEnded(dir sip.CallDirection, reason session.EndReason, 
 	o.v.rtpPackets.WithLabelValues("sent").Add(float64(st.PacketsSent))
 	o.v.rtpPackets.WithLabelValues("received").Add(float64(st.PacketsReceived))
 	if st.PacketsLost > 0 {
-		o.v.rtpLost.Add(float64(st.PacketsLost))
+		o.v.rtpLost.WithLabelValues("received").Add(float64(st.PacketsLost))
 	}
+	if st.RemotePacketsLost > 0 {
+		o.v.rtpLost.WithLabelValues("sent").Add(float64(st.RemotePacketsLost))
+	}
+	o.v.rtpLate.WithLabelValues("received").Add(float64(st.Late))
 	o.v.rtpConceal.Add(float64(st.Concealed))
 	o.v.rtpSendErrs.Add(float64(st.SendErrors))
 	if st.PacketsReceived > 0 {
-		o.v.rtpJitter.Observe(st.Jitter.Seconds())
+		o.v.rtpJitter.WithLabelValues("received").Observe(st.Jitter.Seconds())
+	}
+	if st.RemoteJitter > 0 {
+		o.v.rtpJitter.WithLabelValues("sent").Observe(st.RemoteJitter.Seconds())
 	}
 }
 
@@ -102,6 +115,32 @@ func (o sipObserver) Response(sent bool, status int) {
 		dir = "sent"
 	}
 	o.v.sip.WithLabelValues(dir, boundedCode(status)).Inc()
+}
+
+// webCallCounter counts browser calls (channel "voice") in the calls' metrics: a
+// runtime.WebCalls whose calls are counted once their media is up, and again when their
+// conversation ends (issue 22 item 11).
+type webCallCounter struct {
+	runtime.WebCalls
+	v voiceMetrics
+}
+
+func (w webCallCounter) CreateWebCall(ctx context.Context, r runtime.BrowserCall) (runtime.WebCall, error) {
+	start := r.Start
+	r.Start = func(ctx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error) {
+		conv, err := start(ctx, port, sink)
+		if err != nil || conv == nil {
+			return conv, err
+		}
+		w.v.active.WithLabelValues("voice").Inc()
+		w.v.starts.WithLabelValues("voice", "inbound").Inc()
+		conv.AfterDone(func() {
+			w.v.active.WithLabelValues("voice").Dec()
+			w.v.ends.WithLabelValues("voice", boundedReason(conv.EndReason())).Inc()
+		})
+		return conv, nil
+	}
+	return w.WebCalls.CreateWebCall(ctx, r)
 }
 
 // boundedCode keeps the code label to the valid range: anything else counts as "other".

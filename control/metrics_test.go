@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"os"
 	"regexp"
 	"sort"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/session"
+	"github.com/parley-voice/parley/session/llm"
 	"github.com/parley-voice/parley/sip"
 )
 
@@ -48,7 +51,8 @@ func TestVoiceMetrics(t *testing.T) {
 	o.Response(true, 200)
 	o.Response(false, 486)
 	o.Response(false, 9999)
-	o.CallEnded(sip.Inbound, "caller_hung_up", sip.CallStats{PacketsSent: 100, PacketsReceived: 90, PacketsLost: 3, Concealed: 4, Jitter: 5 * time.Millisecond})
+	o.CallEnded(sip.Inbound, "caller_hung_up", sip.CallStats{PacketsSent: 100, PacketsReceived: 90, PacketsLost: 3, Concealed: 4, Jitter: 5 * time.Millisecond,
+		RemotePacketsLost: 2, RemoteJitter: 3 * time.Millisecond, Late: 6})
 	o.CallEnded(sip.Outbound, "made_up_reason", sip.CallStats{})
 	got := gathered(t, m, "parley_")
 	for k, want := range map[string]float64{
@@ -63,9 +67,12 @@ func TestVoiceMetrics(t *testing.T) {
 		"parley_sip_responses_total{code=other,direction=received}":   1,
 		"parley_rtp_packets_total{direction=sent}":                    100,
 		"parley_rtp_packets_total{direction=received}":                90,
-		"parley_rtp_lost_packets_total{}":                             3,
+		"parley_rtp_lost_packets_total{direction=received}":           3,
+		"parley_rtp_lost_packets_total{direction=sent}":               2,
+		"parley_rtp_late_packets_total{direction=received}":           6,
 		"parley_rtp_concealed_frames_total{}":                         4,
-		"parley_rtp_jitter_seconds{}":                                 1,
+		"parley_rtp_jitter_seconds{direction=received}":               1,
+		"parley_rtp_jitter_seconds{direction=sent}":                   1,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
@@ -89,9 +96,11 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 	o := sipObserver{m.voice}
 	o.CallStarted(sip.Inbound)
 	o.Response(true, 200)
-	o.CallEnded(sip.Inbound, "completed", sip.CallStats{PacketsReceived: 1})
+	o.CallEnded(sip.Inbound, "completed", sip.CallStats{PacketsReceived: 1, RemotePacketsLost: 1, RemoteJitter: time.Millisecond, Late: 1})
 	now := time.Now()
-	session.NewMetrics(m.reg).Observe(session.TurnMetrics{SpeechEnd: now, STTFinal: now.Add(time.Millisecond), EndOfTurn: now.Add(time.Millisecond),
+	sm := session.NewMetrics(m.reg)
+	sm.ProviderError("tts", "elevenlabs")
+	sm.Observe(session.TurnMetrics{SpeechEnd: now, STTFinal: now.Add(time.Millisecond), EndOfTurn: now.Add(time.Millisecond),
 		LLMRequestSent: now, LLMFirstToken: now.Add(time.Millisecond), TTSFirstRequest: now, TTSFirstByte: now.Add(time.Millisecond),
 		FirstAudioOut: now.Add(2 * time.Millisecond), Endpointing: "vad"})
 	fams, err := m.reg.Gather()
@@ -113,3 +122,63 @@ func TestDashboardUsesRealMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderAndWebCallMetrics (issue 22 item 11): provider failures count by kind and a
+// bounded vendor; browser calls count in the calls' metrics under channel "voice", from the
+// start of their media to their end.
+func TestProviderAndWebCallMetrics(t *testing.T) {
+	m := newMetrics()
+	sm := session.NewMetrics(m.reg)
+	sm.ProviderError("tts", "elevenlabs")
+	sm.ProviderError("llm", "Some Vendor!")
+	sm.ProviderError("stt", "")
+	var fake fakeWebCalls
+	wc := webCallCounter{WebCalls: &fake, v: m.voice}
+	if _, err := wc.CreateWebCall(context.Background(), runtime.BrowserCall{ConversationID: "c1",
+		Start: func(ctx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error) {
+			return session.New(session.Options{ID: "c1", Agent: session.Agent{SystemPrompt: "Hi."}, LLM: nopLLM{}})
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := fake.start(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gathered(t, m, "parley_calls_active")["parley_calls_active{channel=voice}"]; got != 1 {
+		t.Errorf("active browser calls %v, want 1", got)
+	}
+	conv.End(session.EndCallerHungUp)
+	for deadline := time.Now().Add(5 * time.Second); gathered(t, m, "parley_call_ends")["parley_call_ends_total{channel=voice,reason=caller_hung_up}"] == 0; {
+		if time.Now().After(deadline) { // the end is counted on the conversation's AfterDone goroutine
+			t.Fatal("the browser call's end was not counted")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	got := gathered(t, m, "parley_")
+	for k, want := range map[string]float64{
+		"parley_provider_errors_total{kind=tts,vendor=elevenlabs}":    1,
+		"parley_provider_errors_total{kind=llm,vendor=other}":         1,
+		"parley_provider_errors_total{kind=stt,vendor=unknown}":       1,
+		"parley_calls_active{channel=voice}":                          0,
+		"parley_call_starts_total{channel=voice,direction=inbound}":   1,
+		"parley_call_ends_total{channel=voice,reason=caller_hung_up}": 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}
+
+// fakeWebCalls keeps the Start of the one browser call it is asked for.
+type fakeWebCalls struct {
+	runtime.WebCalls
+	start func(ctx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error)
+}
+
+func (f *fakeWebCalls) CreateWebCall(_ context.Context, r runtime.BrowserCall) (runtime.WebCall, error) {
+	f.start = r.Start
+	return runtime.WebCall{ID: "w1"}, nil
+}
+
+// nopLLM is an LLM client never asked anything (the conversation never starts).
+type nopLLM struct{ llm.Client }

@@ -115,16 +115,18 @@ type Recorder struct {
 	once    sync.Once
 
 	// The queue: Queue slots of frameN samples each.
-	mu     sync.Mutex
-	start  time.Time
-	slots  []int16
-	slotN  []int32
-	slotCh []RecordChannel
-	slotT  []int64 // the timeline frame at which Write was called
-	head   int
-	count  int
-	notify chan struct{}
-	closed bool
+	mu       sync.Mutex
+	start    time.Time
+	paused   bool      // Pause: writes are dropped and the timeline stands still
+	pausedAt time.Time // when the pause began
+	slots    []int16
+	slotN    []int32
+	slotCh   []RecordChannel
+	slotT    []int64 // the timeline frame at which Write was called
+	head     int
+	count    int
+	notify   chan struct{}
+	closed   bool
 
 	failed  atomic.Bool
 	errMu   sync.Mutex
@@ -269,8 +271,13 @@ func (r *Recorder) Write(ch RecordChannel, pcm []int16) bool {
 		r.dropped.Add(1)
 		return false
 	}
-	at := int64(r.o.Now().Sub(r.start) / FrameDuration)
+	now := r.o.Now()
 	r.mu.Lock()
+	if r.paused {
+		r.mu.Unlock()
+		return false
+	}
+	at := int64(now.Sub(r.start) / FrameDuration)
 	if r.closed || r.count == len(r.slotN) {
 		r.mu.Unlock()
 		r.dropped.Add(1)
@@ -289,6 +296,27 @@ func (r *Recorder) Write(ch RecordChannel, pcm []int16) bool {
 	default:
 	}
 	return true
+}
+
+// Pause stops the recording's timeline (issue 22 item 4: a call on hold): frames written
+// until Resume are dropped, and the time that passes is not in the recording. Pausing a
+// paused recorder does nothing.
+func (r *Recorder) Pause() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.paused {
+		r.paused, r.pausedAt = true, r.o.Now()
+	}
+}
+
+// Resume takes the recording up again where Pause left it.
+func (r *Recorder) Resume() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		r.paused = false
+		r.start = r.start.Add(r.o.Now().Sub(r.pausedAt))
+	}
 }
 
 // WriteFrame is Write for a Frame, which must be at the recorder's rate.

@@ -605,3 +605,53 @@ func BenchmarkRecorderWrite(b *testing.B) {
 		})
 	}
 }
+
+// TestRecorderPauseResume (issue 22 item 4): while paused (a call on hold) frames are dropped
+// and the time is left out: the recording goes on from where it paused.
+func TestRecorderPauseResume(t *testing.T) {
+	clk := &recClock{}
+	var f memFile
+	r, err := NewRecorder(context.Background(), &f, RecorderOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(v int16) []int16 {
+		b := make([]int16, 320)
+		for i := range b {
+			b[i] = v
+		}
+		return b
+	}
+	for v := int16(1); v <= 3; v++ { // slots 0–2
+		r.Write(RecordCaller, frame(v))
+		clk.Advance(20 * time.Millisecond)
+	}
+	r.Pause()
+	r.Pause()       // twice: one pause
+	for range 250 { // 5 s of hold music, not recorded
+		if r.Write(RecordCaller, frame(99)) {
+			t.Fatal("a frame was taken while paused")
+		}
+		clk.Advance(20 * time.Millisecond)
+	}
+	r.Resume()
+	r.Resume()
+	r.Write(RecordCaller, frame(4)) // slot 3
+	clk.Advance(20 * time.Millisecond)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := mediatest.DecodeWAV(f.buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := w.Channel(0)
+	if len(left) != 4*320 {
+		t.Fatalf("%d frames recorded, want 4 (the hold left out)", len(left)/320)
+	}
+	for s, want := range []int16{1, 2, 3, 4} {
+		if got := left[s*320+100]; got != want {
+			t.Errorf("slot %d = %d, want %d", s, got, want)
+		}
+	}
+}

@@ -42,6 +42,22 @@ type Sink interface {
 	Ended(reason EndReason, cost Cost)
 }
 
+// AgentSayingSink is a Sink that also hears the agent's reply as it is spoken (issue 22 item
+// 13: a page shows the agent's line live): each chunk of text (a sentence, mostly) when its
+// audio starts to go out, with the number of the reply it belongs to. The complete line still
+// comes by LineAdded, with only what was heard when the caller cut in. It is called from the
+// speaker's goroutine and must return at once.
+type AgentSayingSink interface {
+	AgentSaying(reply int, text string)
+}
+
+// agentSaying passes a chunk that starts playing to the sink, when it listens.
+func (c *Conversation) agentSaying(reply int, text string) {
+	if as, ok := c.sink.(AgentSayingSink); ok {
+		as.AgentSaying(reply, text)
+	}
+}
+
 // Errors of the text channel and of commands.
 var (
 	ErrEnded = errors.New("session: the conversation has ended")
@@ -60,6 +76,7 @@ type Options struct {
 	Knowledge Knowledge       // knowledge lookup; nil: none
 	Sink      Sink            // nil: nothing recorded outside the engine
 	Metrics   *Metrics        // nil: no Prometheus
+	Vendors   Vendors         // the providers' names, for the metrics
 	Log       *slog.Logger
 	// VADAggressiveness 0-3 (default 2).
 	VADAggressiveness int
@@ -75,19 +92,20 @@ type Options struct {
 // Conversation is one live conversation, voice or text. Its state is owned by one goroutine
 // (run); the media path only touches PushFrame's own state and non-blocking channels.
 type Conversation struct {
-	id     string
-	agent  Agent
-	system string // rendered system prompt
-	first  string // rendered first message
-	llm    llm.Client
-	stt    stt.Recognizer
-	tts    tts.Synthesizer
-	tools  ToolRunner
-	know   Knowledge
-	sink   Sink
-	met    *Metrics
-	log    *slog.Logger
-	opts   Options
+	id      string
+	agent   Agent
+	system  string // rendered system prompt
+	first   string // rendered first message
+	llm     llm.Client
+	stt     stt.Recognizer
+	tts     tts.Synthesizer
+	tools   ToolRunner
+	know    Knowledge
+	sink    Sink
+	vendors Vendors
+	met     *Metrics
+	log     *slog.Logger
+	opts    Options
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -217,7 +235,7 @@ func New(o Options) (*Conversation, error) {
 	doneCtx, doneCancel := context.WithCancel(context.Background())
 	c := &Conversation{
 		id: o.ID, agent: a, system: system, first: first,
-		llm: o.LLM, stt: o.STT, tts: o.TTS, tools: o.Tools, know: o.Knowledge, sink: o.Sink, met: o.Metrics,
+		llm: o.LLM, stt: o.STT, tts: o.TTS, tools: o.Tools, know: o.Knowledge, sink: o.Sink, met: o.Metrics, vendors: o.Vendors,
 		log: o.Log.With("conversation", o.ID), opts: o,
 		done:    make(chan struct{}),
 		state:   StateListening,
@@ -684,6 +702,7 @@ func (c *Conversation) onSTT(ev stt.Event) {
 		c.log.Warn("speech-to-text reconnected; audio of the gap may be lost", "err", ev.Err)
 	case stt.Error:
 		c.log.Warn("speech-to-text error", "err", ev.Err)
+		c.met.ProviderError("stt", c.vendors.STT)
 	}
 }
 
@@ -697,6 +716,7 @@ func (c *Conversation) reopenSTT() {
 	s, err := c.stt.Open(c.ctx, c.sttOptions())
 	if err != nil {
 		c.log.Error("speech-to-text cannot be reopened", "err", err)
+		c.met.ProviderError("stt", c.vendors.STT)
 		c.finish(EndProviderError, true)
 		return
 	}
@@ -968,6 +988,7 @@ func (c *Conversation) onResponse(ev respEvent) {
 		c.respCancel = nil
 		c.addUsage(ev.usage)
 		c.llmFailures++
+		c.met.ProviderError("llm", c.vendors.LLM)
 		c.log.Warn("LLM failed", "err", ev.err, "failures", c.llmFailures, "mid_stream", ev.midStream)
 		if u != nil {
 			u.complete = true
@@ -1060,6 +1081,7 @@ func (c *Conversation) onSpeaker(ev spkEvent) {
 		}
 	case spkTTSError:
 		c.ttsFailures++
+		c.met.ProviderError("tts", c.vendors.TTS)
 		c.log.Warn("text-to-speech failed", "err", ev.err, "failures", c.ttsFailures)
 		if c.ttsFailures >= c.agent.MaxTTSFailures {
 			c.finish(EndProviderError, true)
@@ -1234,6 +1256,7 @@ func (c *Conversation) onHold(on bool) {
 		return
 	}
 	c.held = on
+	c.taps.hold(on) // a recording pauses while on hold
 	if c.takeover != nil {
 		return // a human has the call: the takeover carries on as it is
 	}

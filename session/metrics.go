@@ -54,9 +54,10 @@ func (m TurnMetrics) ParleyShare() time.Duration {
 
 // Metrics feeds turn timings into Prometheus histograms.
 type Metrics struct {
-	stages *prometheus.HistogramVec
-	share  prometheus.Histogram
-	turns  *prometheus.CounterVec
+	stages    *prometheus.HistogramVec
+	share     prometheus.Histogram
+	turns     *prometheus.CounterVec
+	providers *prometheus.CounterVec // kind, vendor
 }
 
 // NewMetrics registers the engine's collectors with reg (nil: not registered).
@@ -75,11 +76,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "parley_turns_total", Help: "Conversation turns by how their end was decided.",
 		}, []string{"endpointing"}),
+		providers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "parley_provider_errors_total", Help: "Provider failures (a stream that failed, a request that failed), by kind (stt, llm, tts) and vendor.",
+		}, []string{"kind", "vendor"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.stages, m.share, m.turns)
+		reg.MustRegister(m.stages, m.share, m.turns, m.providers)
 	}
 	return m
+}
+
+// Vendors name the providers of a conversation, for the provider metrics; "" is "unknown".
+type Vendors struct{ STT, LLM, TTS string }
+
+// ProviderError counts one failure of a provider of kind stt, llm or tts. The vendor label is
+// bounded: a name of letters, digits, '-' and '_' of up to 32 bytes, else "other".
+func (m *Metrics) ProviderError(kind, vendor string) {
+	if m == nil {
+		return
+	}
+	m.providers.WithLabelValues(kind, boundedVendor(vendor)).Inc()
+}
+
+func boundedVendor(v string) string {
+	if v == "" {
+		return "unknown"
+	}
+	if len(v) > 32 {
+		return "other"
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return "other"
+		}
+	}
+	return v
 }
 
 // Observe records one turn.

@@ -269,7 +269,9 @@ func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCa
 			transferred = true
 		}
 		sp := c.toolSpec(call.Name)
-		if o.status == "ok" || builtin(call.Name) {
+		if o.status == "ok" || builtin(call.Name) || sp == nil {
+			// A name the agent does not declare is the LLM's slip, not a failing tool: it is
+			// told so (the history holds it) and asked again.
 			allFailed = false
 		} else if sp != nil && sp.Apology != "" && apology == "" {
 			apology = sp.Apology

@@ -305,6 +305,9 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 				return queuedAny, false // cancelled by a flush
 			}
 			if k > 0 {
+				if p.samples == 0 {
+					s.c.agentSaying(it.u.id, it.text) // its audio starts to play
+				}
 				queuedAny = true
 				off += k
 				p.samples += int64(k)

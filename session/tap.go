@@ -69,6 +69,23 @@ func (t *taps) agent(f *media.Frame) {
 	}
 }
 
+// HoldTap is a Tap that is told when the call goes on hold and comes back (issue 22 item 4):
+// a recorder pauses, so the recording holds neither the hold music nor the wait.
+type HoldTap interface {
+	Hold(on bool)
+}
+
+// hold tells the taps that listen whether the call is on hold.
+func (t *taps) hold(on bool) {
+	if p := t.list.Load(); p != nil {
+		for _, x := range *p {
+			if h, ok := x.(HoldTap); ok {
+				h.Hold(on)
+			}
+		}
+	}
+}
+
 // AddTap adds a tap; the returned function removes it.
 func (c *Conversation) AddTap(t Tap) (remove func()) { return c.taps.add(t) }
 
@@ -80,6 +97,28 @@ func (r RecorderTap) CallerFrame(f *media.Frame) { r.Rec.WriteFrame(media.Record
 
 // AgentFrame implements Tap.
 func (r RecorderTap) AgentFrame(f *media.Frame) { r.Rec.WriteFrame(media.RecordAgent, f) }
+
+// Hold implements HoldTap: the recording pauses while the call is on hold.
+func (r RecorderTap) Hold(on bool) { HoldRecorder{Rec: r.Rec}.Hold(on) }
+
+// HoldRecorder is a tap that only pauses and resumes a recorder fed elsewhere (a phone call's
+// recorder is fed by the SIP leg's own tap).
+type HoldRecorder struct{ Rec *media.Recorder }
+
+// CallerFrame implements Tap; the frames reach the recorder another way.
+func (HoldRecorder) CallerFrame(*media.Frame) {}
+
+// AgentFrame implements Tap.
+func (HoldRecorder) AgentFrame(*media.Frame) {}
+
+// Hold implements HoldTap.
+func (h HoldRecorder) Hold(on bool) {
+	if on {
+		h.Rec.Pause()
+	} else {
+		h.Rec.Resume()
+	}
+}
 
 // PushText hands the engine text the caller typed during a voice call (a browser page's text
 // box): it is a caller turn of its own, and interrupts the agent if it is speaking.

@@ -2,10 +2,12 @@ package sip_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/parley-voice/parley/codec"
+	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/fakes"
 	"github.com/parley-voice/parley/sip"
@@ -278,10 +280,13 @@ func TestAgentSilentOnHold(t *testing.T) {
 		agent: session.Agent{FirstMessage: long}, turns: []fakes.ScriptTurn{{Text: "Reply after the hold."}},
 		dgScript: []string{"hello again"}})
 	ctx := ctxTimeout(t, 30*time.Second)
+	holds := &holdTap{}
+	s.pcall.Conversation().AddTap(holds) // a recording pauses on hold
 	waitFor(t, 5*time.Second, "the greeting playing", func() bool { return s.call.RTPReceived() > 20 })
 	if res, err := s.call.Reinvite(ctx, siptest.ReinviteOptions{Direction: siptest.SendOnly}); err != nil || res.StatusCode != 200 {
 		t.Fatalf("hold: %v %v", res, err)
 	}
+	waitFor(t, 3*time.Second, "the taps told of the hold", func() bool { return holds.String() == "on" })
 	conv := s.pcall.Conversation()
 	agentLines := func() []session.Line {
 		var out []session.Line
@@ -308,6 +313,7 @@ func TestAgentSilentOnHold(t *testing.T) {
 	if res, err := s.call.Reinvite(ctx, siptest.ReinviteOptions{Direction: siptest.SendRecv}); err != nil || res.StatusCode != 200 {
 		t.Fatalf("resume: %v %v", res, err)
 	}
+	waitFor(t, 3*time.Second, "the taps told of the resume", func() bool { return holds.String() == "on off" })
 	defer func() {
 		if t.Failed() {
 			t.Logf("utterances %d, transcript %+v, state %s", s.eng.utterances(), conv.Transcript(), conv.State())
@@ -322,4 +328,23 @@ func TestAgentSilentOnHold(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// holdTap records the hold changes a conversation tells its taps (session.HoldTap).
+type holdTap struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *holdTap) CallerFrame(*media.Frame) {}
+func (h *holdTap) AgentFrame(*media.Frame)  {}
+func (h *holdTap) Hold(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, map[bool]string{true: "on", false: "off"}[on])
+}
+func (h *holdTap) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.got, " ")
 }

@@ -183,6 +183,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 			fail(r, session.EndFailed)
 			return
 		}
+		if !mediaAllowed(trunk.MediaCIDRs, n.Remote) { // issue 22 item 7
+			med.close()
+			fail(RefuseMediaAddress(n.Remote.Addr()), session.EndFailed)
+			return
+		}
 	} else if sdpOut, err = buildOfferSRTP(s.o.Codecs, med.local, origin, SendRecv, pol, nil); err != nil {
 		med.close()
 		fail(refuseSRTP(err), session.EndFailed)
@@ -190,6 +195,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	l := s.newLeg(false, med, log)
 	l.sec = pol
+	l.mediaCIDRs = trunk.MediaCIDRs
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,8 @@ type leg struct {
 	sec srtpPolicy
 	// rel is the UAS side of 100rel (issue 21, prack.go); nil until a reliable 1xx is sent.
 	rel *reliable
+	// mediaCIDRs are the networks the peer's SDP may put media at (the trunk's); nil any.
+	mediaCIDRs []netip.Prefix
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -421,6 +424,10 @@ func (l *leg) handleReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		n, answer, err = answerOfferSRTP(offer, l.s.preferCurrent(l), l.med.local, origin, l.sec, l.keys())
 		if err != nil {
 			l.s.refuse(tx, req, refusalFor(err))
+			return
+		}
+		if !mediaAllowed(l.mediaCIDRs, n.Remote) { // issue 22 item 7
+			l.s.refuse(tx, req, RefuseMediaAddress(n.Remote.Addr()))
 			return
 		}
 	} else {

@@ -2,6 +2,8 @@ package sip_test
 
 import (
 	"net"
+	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,4 +48,28 @@ func TestNoRTPBeforeAck(t *testing.T) {
 	waitFor(t, 3*time.Second, "RTP after the ACK", func() bool { return got.Load() > 5 })
 	u.Bye()
 	waitFor(t, 3*time.Second, "the call's end", func() bool { return len(srv.ActiveCalls()) == 0 })
+}
+
+// TestTrunkMediaCIDRs (issue 22 item 7): a trunk that lists its media networks has INVITEs
+// whose SDP puts media elsewhere refused 488 with Warning 305, and nothing sent there; an
+// address inside them is taken.
+func TestTrunkMediaCIDRs(t *testing.T) {
+	e := newEngine(t, engineOptions{})
+	r := &lifeRouter{e: e, calls: map[string]*lifeCall{}}
+	tr := loopbackTrunk("carrier")
+	tr.MediaCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
+	srv := newServer(t, sip.Options{Router: r, Trunks: sip.NewStaticTrunks(tr)})
+	u := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+	u.Invite("+15550100", netip.MustParseAddrPort("127.0.0.1:40000"))
+	if !u.WaitStatus(488, 488, 5*time.Second) || !strings.Contains(u.FinalReason(), "media address") {
+		t.Fatalf("want 488 media address: %v", u)
+	}
+	ok := siptest.NewRawUA(t, srv.Addr(sip.UDP), "udp")
+	ok.Invite("+15550100", netip.MustParseAddrPort("127.0.0.2:40000"))
+	if !ok.WaitStatus(200, 200, 5*time.Second) {
+		t.Fatalf("no 200 for media inside the trunk's networks: %v", ok)
+	}
+	ok.Ack()
+	ok.Bye()
+	waitFor(t, 3*time.Second, "the calls' end", func() bool { return len(srv.ActiveCalls()) == 0 })
 }

@@ -264,6 +264,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 	}
 	l := s.newLeg(true, med, log)
 	l.sec = pol
+	l.mediaCIDRs = sp.trunk.MediaCIDRs
 	toURI := sip.Uri{Scheme: sp.target.Scheme, User: sp.target.User, Host: sp.target.Host, Port: sp.target.Port}
 	l.d = dialog{
 		callID: newUUID(), localTag: newTag(), local: fromURI, remote: toURI, localName: sp.fromName,
@@ -326,7 +327,11 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 					reason = "TLS handshake failed"
 				}
 			}
-			return nil, &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
+			de := &DialError{Outcome: o, Detail: detail, Reason: reason, Cause: err}
+			if fail == failRingTimeout {
+				de.Q850 = Q850NoAnswer // what our CANCEL said
+			}
+			return nil, de
 		case err != nil:
 			cleanup()
 			return nil, &DialError{Outcome: OutcomeFailed, Cause: err}
@@ -368,7 +373,7 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		}
 		cleanup()
 		o, detail := outcomeOf(res.StatusCode, failNone)
-		return nil, &DialError{Outcome: o, Status: res.StatusCode, Reason: res.Reason, Detail: detail}
+		return nil, &DialError{Outcome: o, Status: res.StatusCode, Reason: res.Reason, Detail: detail, Q850: reasonQ850(res)}
 	}
 	cleanup()
 	return nil, &DialError{Outcome: OutcomeFailed, Reason: "too many retries"}
@@ -562,6 +567,10 @@ func (s *Server) acceptAnswer(l *leg, req *sip.Request, res *sip.Response) error
 		}
 		l.end(session.EndFailed, true, "no common codec")
 		return &DialError{Outcome: OutcomeFailed, Status: 488, Reason: "no common codec", Cause: err}
+	}
+	if !mediaAllowed(l.mediaCIDRs, n.Remote) { // issue 22 item 7
+		l.end(session.EndFailed, true, "media address not allowed")
+		return &DialError{Outcome: OutcomeFailed, Reason: "media address " + n.Remote.Addr().String() + " outside the trunk's media networks"}
 	}
 	l.mu.Lock()
 	l.neg, l.haveNeg = n, true

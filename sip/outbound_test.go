@@ -179,12 +179,28 @@ func TestDialOutcomes(t *testing.T) {
 			if de.Outcome != tc.outcome || de.Status != tc.status {
 				t.Errorf("outcome %s (%d), want %s", de.Outcome, de.Status, tc.outcome)
 			}
+			if want := fmt.Sprintf("the trunk answered %d Refused", tc.status); de.Summary() != want || de.Q850 != 0 {
+				t.Errorf("summary %q, Q.850 %d; want %q, 0", de.Summary(), de.Q850, want)
+			}
 			ev, ok := evs.last(sip.EventEnded)
 			if !ok || ev.Outcome != tc.outcome || ev.EndReason != tc.outcome.EndReason() {
 				t.Errorf("ended event %+v", ev)
 			}
 		})
 	}
+	// Issue 22 item 8: the Reason header's Q.850 cause is kept, with a detail for a person.
+	t.Run("reason header", func(t *testing.T) {
+		ph := siptest.NewPhone(t, siptest.PhoneOptions{AnswerStatus: 486, RefuseReason: `SIP;cause=486;text="busy", Q.850;cause=17;text="user busy"`})
+		_, err := srv.Dial(ctxTimeout(t, 10*time.Second), sip.DialRequest{From: "+15550001111", To: "+14155550123",
+			Trunk: phoneTrunk(ph, sip.UDP), Conversation: eng.factory()})
+		var de *sip.DialError
+		if !errors.As(err, &de) || de.Outcome != sip.OutcomeBusy || de.Status != 486 || de.Q850 != 17 {
+			t.Fatalf("err %v (%+v)", err, de)
+		}
+		if want := "the trunk answered 486 Refused (Q.850 cause 17)"; de.Summary() != want {
+			t.Errorf("summary %q, want %q", de.Summary(), want)
+		}
+	})
 	t.Run("ring timeout", func(t *testing.T) {
 		ph := siptest.NewPhone(t, siptest.PhoneOptions{NoAnswer: true})
 		start := time.Now()
@@ -193,6 +209,9 @@ func TestDialOutcomes(t *testing.T) {
 		var de *sip.DialError
 		if !errors.As(err, &de) || de.Outcome != sip.OutcomeNoAnswer {
 			t.Fatalf("err %v", err)
+		}
+		if de.Q850 != sip.Q850NoAnswer || de.Summary() != "no answer within the ring timeout (Q.850 cause 19)" {
+			t.Errorf("Q.850 %d, summary %q", de.Q850, de.Summary())
 		}
 		if el := time.Since(start); el < time.Second || el > 5*time.Second {
 			t.Errorf("gave up after %v", el)
@@ -249,6 +268,9 @@ func TestDialOutcomes(t *testing.T) {
 		var de *sip.DialError
 		if !errors.As(err, &de) || de.Outcome != sip.OutcomeFailed || de.Detail != sip.DetailUpstreamUnreachable {
 			t.Fatalf("err %v", err)
+		}
+		if !strings.Contains(de.Summary(), "did not answer") || strings.Contains(de.Summary(), "127.0.0.1") {
+			t.Errorf("summary %q", de.Summary())
 		}
 	})
 	waitFor(t, 5*time.Second, "no calls left", func() bool { return len(srv.ActiveCalls()) == 0 })

@@ -32,6 +32,9 @@ type DialError struct {
 	Cause   error
 	// Redirects are the 3xx steps the dial took (issue 21).
 	Redirects []Redirect
+	// Q850 is the ITU-T Q.850 cause: the one the final response's Reason header carried
+	// (RFC 3326), or the one Parley sent in its CANCEL (19 after the ring timeout); 0 none.
+	Q850 int
 }
 
 func (e *DialError) Error() string {

@@ -29,6 +29,8 @@ type CallStats struct {
 	// be encoded or sent.
 	Concealed  uint64
 	SendErrors uint64
+	// Late counts the peer's packets that came after their turn to play and were dropped.
+	Late uint64
 	// Latched is the address RTP is sent to after symmetric-RTP latching ("" before).
 	Latched string
 	// SRTP is the SRTP suite protecting the media ("" for plain RTP) and SRTPFailed the packets
@@ -46,7 +48,7 @@ func (l *leg) stats() CallStats {
 		PacketsSent: ep.PacketsSent, PacketsReceived: ep.PacketsReceived,
 		PacketsLost: ep.PacketsLost, FractionLost: ep.FractionLost, Jitter: ep.Jitter, RTT: ep.RTT,
 		RemotePacketsLost: ep.RemotePacketsLost, RemoteJitter: ep.RemoteJitter,
-		Concealed: rx.Concealed, SendErrors: errs,
+		Concealed: rx.Concealed, SendErrors: errs, Late: rx.Jitter.Late,
 	}
 	if ep.Latched.IsValid() {
 		st.Latched = ep.Latched.String()

@@ -23,7 +23,7 @@ const DefaultTransferTimeout = 30 * time.Second
 // transferTarget turns a transfer destination (E.164 number or SIP URI) into a URI and the
 // transport and trunk to reach it.
 func (c *Call) transferTarget(dest string) (sip.Uri, Transport, Trunk, error) {
-	if err := CheckTransferDestination(c.ctx, dest, c.s.o.TransferAllow); err != nil {
+	if err := CheckTransferDestination(c.ctx, dest, c.transferAllow()); err != nil {
 		return sip.Uri{}, "", Trunk{}, err
 	}
 	trunk := c.xfer.Trunk
@@ -463,7 +463,7 @@ func (c *Call) onRefer(l *leg, req *sip.Request, tx sip.ServerTransaction) {
 		c.s.respond(tx, req, 603, tag, nil)
 		return
 	}
-	if err := checkTransferHost(c.ctx, u.Host, c.s.o.TransferAllow); err != nil {
+	if err := checkTransferHost(c.ctx, u.Host, c.transferAllow()); err != nil {
 		c.log.Info("sip: REFER to a destination not allowed", "refer_to", u.String(), "err", err)
 		c.s.respond(tx, req, 403, tag, nil, sip.NewHeader("Reason", reasonHeader(403, "destination not allowed")))
 		return

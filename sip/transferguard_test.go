@@ -70,3 +70,22 @@ func TestTransferToLoopbackRefused(t *testing.T) {
 		t.Errorf("the call is %s after the refused transfer", s.pcall.State())
 	}
 }
+
+// TestTrunkTransferAllow (issue 22 item 7): a trunk's own allow-list lets its calls reach a
+// PBX the node-wide list does not: the warm transfer to the loopback phone gets that far
+// (the phone is busy: refused for that, not for the address).
+func TestTrunkTransferAllow(t *testing.T) {
+	t.Parallel()
+	tr := loopbackTrunk("pbx")
+	tr.TransferAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	s := setupCall(t, sip.Options{TransferAllow: []netip.Prefix{}, Trunks: sip.NewStaticTrunks(tr)}, siptest.PhoneOptions{}, siptest.CallOptions{}, engineOptions{})
+	busy := siptest.NewPhone(t, siptest.PhoneOptions{AnswerStatus: 486})
+	r := transfer(t, s.pcall.Conversation(), session.TransferRequest{Destination: busy.URI(), Mode: session.TransferWarm, Timeout: 5 * time.Second})
+	if r.Status != session.CommandFailed || !strings.Contains(r.Reason, "busy") {
+		t.Fatalf("transfer %+v; want it tried and refused busy", r)
+	}
+	if got := sip.TransferAllowFor(nil, tr); len(got) != 1 || sip.CheckTransferDestination(context.Background(), busy.URI(), got) != nil {
+		t.Errorf("TransferAllowFor = %v", got)
+	}
+	s.call.Bye(ctxTimeout(t, 5*time.Second))
+}

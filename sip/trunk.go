@@ -63,6 +63,12 @@ type Trunk struct {
 	TLS TrunkTLS
 	// Registration, when set, makes Parley register to the trunk (register.go).
 	Registration *Registration
+
+	// Issue 22 item 7 (see trunkguard.go): TransferAllow lists the non-public networks this
+	// trunk's calls may be transferred to, on top of Options.TransferAllow; MediaCIDRs, when
+	// set, are the only networks the carrier's SDP may put media at (carriers publish them).
+	TransferAllow []netip.Prefix
+	MediaCIDRs    []netip.Prefix
 }
 
 // Allows reports whether src may send INVITEs for this trunk.

@@ -61,6 +61,15 @@ func (f *liveFeed) Interim(text string) {
 	f.publish(0, message{Type: "interim", Text: text})
 }
 
+// AgentSaying implements session.AgentSayingSink: the pages see the agent's reply as it is
+// spoken ("agent_saying", one chunk at a time, numbered by reply), before its line.
+func (f *liveFeed) AgentSaying(reply int, text string) {
+	if as, ok := f.next.(session.AgentSayingSink); ok {
+		as.AgentSaying(reply, text)
+	}
+	f.publish(0, message{Type: "agent_saying", Text: text, Reply: reply})
+}
+
 // StateChanged implements session.Sink.
 func (f *liveFeed) StateChanged(s session.State) {
 	if f.next != nil {

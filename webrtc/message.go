@@ -32,7 +32,8 @@ import (
 //	error     {code, message}                refused; the socket closes after it
 //
 // On the data channel "parley" (page ↔ service): ping/pong, text, dtmf, hangup, takeover
-// from the page; line, interim, state, takeover, ended from the service.
+// from the page; line, interim, agent_saying {reply, text} (the agent speaking, issue 22),
+// state, takeover, ended from the service.
 type message struct {
 	Type string `json:"type"`
 
@@ -58,6 +59,7 @@ type message struct {
 	Welcome *welcome      `json:"welcome,omitempty"`
 	Line    *session.Line `json:"line,omitempty"`
 	State   string        `json:"state,omitempty"`
+	Reply   int           `json:"reply,omitempty"` // agent_saying: the reply the chunk belongs to
 }
 
 // welcome tells the page who it is in the call and how to behave.
@@ -68,6 +70,7 @@ type welcome struct {
 	CallID          string      `json:"call_id,omitempty"`
 	ConversationID  string      `json:"conversation_id,omitempty"`
 	ParticipantName string      `json:"participant_name,omitempty"`
+	AgentName       string      `json:"agent_name,omitempty"`
 	HeartbeatMS     int64       `json:"heartbeat_ms"`
 	GraceMS         int64       `json:"grace_ms"`
 	ICEServers      []iceServer `json:"ice_servers"`

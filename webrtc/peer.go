@@ -181,7 +181,7 @@ func (p *peer) attach(ws *wsConn) {
 		ICEServers: p.svc.iceServers(), Receive: 1, Send: p.role != roleListener,
 	}
 	if p.call != nil {
-		w.CallID, w.ConversationID, w.ParticipantName = p.call.ID, p.call.req.ConversationID, p.call.req.ParticipantName
+		w.CallID, w.ConversationID, w.ParticipantName, w.AgentName = p.call.ID, p.call.req.ConversationID, p.call.req.ParticipantName, p.call.req.AgentName
 	} else {
 		w.ConversationID = p.target
 		w.Receive = p.lis.receive()

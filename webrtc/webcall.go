@@ -15,6 +15,8 @@ type WebCallRequest struct {
 	ConversationID string
 	// ParticipantName is how the page names the caller; default "Caller".
 	ParticipantName string
+	// AgentName is the agent's name: the page's title names it ("" for a generic title).
+	AgentName string
 	// Sink is the control plane's sink for the conversation (may be nil). The service wraps it
 	// to send the live transcript to the page and listeners.
 	Sink session.Sink

@@ -21,6 +21,7 @@ func trunksCommand() *command {
 		{name: "add", short: "add a trunk (--name, --uri sip:host:port, --transport, --username, --password|--password-env, --allow CIDR…, --inbound-auth, --srtp, --tls-ca, --tls-client-cert/--tls-client-key)", run: adminLeaf(trunksAdd)},
 		{name: "list", short: "list the trunks", run: adminLeaf(trunksList)},
 		{name: "remove", short: "remove a trunk by name or id", run: adminLeaf(trunksRemove)},
+		{name: "networks", short: "show or set a trunk's transfer allow-list and media networks (NAME --transfer-allow CIDR… --media CIDR… | --clear)", run: adminLeaf(trunksNetworks)},
 	}}
 }
 

@@ -54,6 +54,9 @@ type API struct {
 	// once (0: no limit); WebCallsPerDay how many browser calls it may start a day (0: no limit).
 	MaxCalls       int
 	WebCallsPerDay int
+	// TransferCheck refuses transfer destinations a call may not reach (issue 22 item 7; see
+	// channels.TransferChecker); nil checks nothing.
+	TransferCheck func(ctx context.Context, c store.Conversation, dest string) error
 
 	// The domain services the operations call.
 	Agents        *agents.Service
@@ -134,7 +137,7 @@ func (a *API) Services() {
 		a.Log = slog.New(slog.DiscardHandler)
 	}
 	if a.Conversations == nil {
-		a.Conversations = &conversations.Service{Store: a.Store, DataDir: a.DataDir, Log: a.Log, Now: a.Now}
+		a.Conversations = &conversations.Service{Store: a.Store, DataDir: a.DataDir, Log: a.Log, Now: a.Now, TransferCheck: a.TransferCheck}
 		if a.Runtime != nil { // a nil *runtime.Runtime would make a non-nil interface
 			a.Conversations.Runtime = a.Runtime
 		}

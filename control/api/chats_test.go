@@ -72,7 +72,7 @@ func testChats(t *testing.T, e engine) {
 	}
 	// Transcript lines name their object, and times have one precision (microseconds) however
 	// they were made.
-	if l := tr[0].(map[string]any); l["object"] != "transcript_line" || !regexp.MustCompile(`^[^.]+(\.\d{1,6})?Z$`).MatchString(l["start"].(string)) {
+	if l := tr[0].(map[string]any); l["object"] != "transcript_line" || !regexp.MustCompile(`^[^.]+(\.\d{1,6})?Z$`).MatchString(l["started_at"].(string)) || l["ended_at"] == nil || l["ended_at"].(string) < l["started_at"].(string) {
 		t.Fatalf("transcript line %v", l)
 	}
 	if again := w.must(t, 201, req{method: "POST", path: "/v1/chats", key: kLive, header: idem("chat-1"), body: body}); again.Str("id") != id {

@@ -202,9 +202,9 @@ func conversationOperations() []*operation {
 			ID: "transferConversation", Method: http.MethodPost, Path: "/conversations/{conversation_id}/transfer", Tag: "Conversations",
 			Summary: "Transfer a live call to a number or SIP address",
 			Description: "cold: a blind transfer (SIP REFER); warm: the agent briefs a human on a second leg with summary, then bridges the caller. The command is done when the transfer succeeded (the conversation then ends as transferred) or failed with the reason (the agent carries on). " +
-				"A test call is transferred at once. A chat cannot be transferred (409 not_transferable). Answers 202 with the command.",
+				"A test call is transferred at once. A chat cannot be transferred (409 not_transferable). A SIP URI on a loopback, private or link-local address is refused (422 transfer_destination_not_allowed) unless the node's PARLEY_TRANSFER_ALLOW or the call's trunk (`parley admin trunks networks --transfer-allow`) allows its network. Answers 202 with the command.",
 			Permission: "calls:write", Changes: true,
-			Codes:  append(append([]string{}, steerCodes...), fault.CodeNotTransferable),
+			Codes:  append(append([]string{}, steerCodes...), fault.CodeNotTransferable, fault.CodeTransferNotAllowed),
 			Status: http.StatusAccepted,
 		}, (*API).transferConversation),
 		typed(operation{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
 )
@@ -109,7 +110,8 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	})
 	var de *sip.DialError
 	if errors.As(err, &de) {
-		return &runtime.DialFailure{Reason: de.Outcome.EndReason(), Unreachable: de.Detail == sip.DetailUpstreamUnreachable, Detail: de.Error()}
+		return &runtime.DialFailure{Reason: de.Outcome.EndReason(), Unreachable: de.Detail == sip.DetailUpstreamUnreachable, Detail: de.Error(),
+			Outcome: store.CallOutcome{SIPStatus: de.Status, Q850Cause: de.Q850, Detail: de.Summary()}}
 	}
 	return err
 }

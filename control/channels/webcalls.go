@@ -18,7 +18,7 @@ func WebCalls(s *webrtc.Service) runtime.WebCalls { return webCalls{s} }
 type webCalls struct{ s *webrtc.Service }
 
 func (w webCalls) CreateWebCall(ctx context.Context, r runtime.BrowserCall) (runtime.WebCall, error) {
-	wc, err := w.s.CreateWebCall(ctx, webrtc.WebCallRequest{ConversationID: r.ConversationID, ParticipantName: r.ParticipantName,
+	wc, err := w.s.CreateWebCall(ctx, webrtc.WebCallRequest{ConversationID: r.ConversationID, ParticipantName: r.ParticipantName, AgentName: r.AgentName,
 		Sink: r.Sink, Start: r.Start, Expired: r.Expired})
 	if err != nil {
 		return runtime.WebCall{}, err

@@ -1,7 +1,9 @@
 // Package cluster keeps track of the parley nodes that share one bus.
 //
-// Each node announces itself on a bus channel at a fixed interval and answers newcomers, and keeps
-// a key with a time to live that names it. Peers() lists the nodes heard from recently. With the
+// Each node announces itself on a bus channel at a fixed interval (the heartbeat, 1 s by
+// default) and answers newcomers, and keeps a key with a time to live that names it. Peers()
+// lists the nodes heard from within three heartbeats; Dead(id) says a node was not (issue 22:
+// its calls are ended and dialling skips it). With the
 // in-process bus a node only ever sees itself; with Redis it sees every node. It must never block
 // the caller: announcements run in the registry's own goroutine.
 package cluster
@@ -30,6 +32,10 @@ type Node struct {
 	Hello bool `json:"hello,omitempty"`
 }
 
+// DefaultInterval is the heartbeat: a node unseen for three of them is taken for dead, so
+// dialling skips it within 5 s.
+const DefaultInterval = time.Second
+
 // Registry announces this node and collects its peers.
 type Registry struct {
 	bus      bus.Bus
@@ -38,8 +44,9 @@ type Registry struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu    sync.Mutex
-	peers map[string]Node
+	mu        sync.Mutex
+	peers     map[string]Node
+	listening time.Time // when Start subscribed; zero before
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -51,7 +58,7 @@ type Registry struct {
 type Options struct {
 	NodeID   string
 	Roles    string
-	Interval time.Duration // default 5s
+	Interval time.Duration // the heartbeat; default DefaultInterval
 	Logger   *slog.Logger
 	Now      func() time.Time
 }
@@ -59,7 +66,7 @@ type Options struct {
 // New returns a registry for this node; Start begins announcing.
 func New(b bus.Bus, o Options) *Registry {
 	if o.Interval <= 0 {
-		o.Interval = 5 * time.Second
+		o.Interval = DefaultInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -90,7 +97,7 @@ func (r *Registry) Start(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.started = true
+	r.started, r.listening = true, r.now()
 	r.mu.Unlock()
 	go r.run(sub)
 	return nil
@@ -165,6 +172,27 @@ func (r *Registry) Peers() []Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Interval returns the heartbeat.
+func (r *Registry) Interval() time.Duration { return r.interval }
+
+// Dead reports whether node id is taken for dead: it is not this node, and this registry has
+// listened for three heartbeats without hearing it in the last three. A node not heard from
+// since this one started counts as dead too (it died before). Before three heartbeats of
+// listening, no node is dead: this one may just not have heard the others yet.
+func (r *Registry) Dead(id string) bool {
+	if id == "" || id == r.self.ID {
+		return false
+	}
+	cutoff := r.now().Add(-3 * r.interval)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.started || r.listening.After(cutoff) {
+		return false
+	}
+	n, ok := r.peers[id]
+	return !ok || n.LastSeen.Before(cutoff)
 }
 
 // Close stops announcing and waits for the registry's goroutine. It is safe to call twice.

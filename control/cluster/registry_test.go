@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,4 +71,49 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestDead (issue 22 item 9): a node unseen for three heartbeats is dead; one heard is not;
+// nothing is dead before this registry has listened for three heartbeats. The clock is
+// injected: the heartbeats are driven by hand through the bus.
+func TestDead(t *testing.T) {
+	ctx := context.Background()
+	b := bus.NewMemory()
+	defer b.Close()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r := New(b, Options{NodeID: "a", Interval: time.Hour, Now: clock}) // its own ticker never fires
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	beat := func(id string) {
+		raw, _ := json.Marshal(Node{ID: id, Roles: "media"})
+		if err := b.Publish(ctx, Channel, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat("b")
+	waitFor(t, func() bool { return len(r.Peers()) == 1 })
+	if r.Dead("b") || r.Dead("ghost") || r.Dead("a") {
+		t.Fatal("dead before three heartbeats of listening")
+	}
+	advance(2 * time.Hour)
+	if r.Dead("b") || r.Dead("ghost") {
+		t.Fatal("dead before three heartbeats of listening")
+	}
+	beat("b")
+	waitFor(t, func() bool { p := r.Peers(); return len(p) == 1 && p[0].LastSeen.Equal(clock()) })
+	advance(90 * time.Minute) // listening for 3.5 heartbeats; b heard 1.5 ago
+	if r.Dead("b") || !r.Dead("ghost") || r.Dead("a") || r.Dead("") {
+		t.Fatalf("b dead %v, ghost dead %v", r.Dead("b"), r.Dead("ghost"))
+	}
+	advance(2 * time.Hour) // b unseen for 3.5 heartbeats
+	if !r.Dead("b") || len(r.Peers()) != 0 {
+		t.Fatalf("b unseen for 3.5 heartbeats: dead %v, peers %v", r.Dead("b"), r.Peers())
+	}
+	beat("b") // it comes back
+	waitFor(t, func() bool { return !r.Dead("b") })
 }

@@ -154,6 +154,8 @@ const (
 	CodeScheduledNotCancelable = "scheduled_call_not_cancellable"
 	CodeRangeNotSatisfiable    = "range_not_satisfiable"
 	CodeUnsupportedImage       = "unsupported_image_type"
+	// issue 22 item 7
+	CodeTransferNotAllowed = "transfer_destination_not_allowed"
 
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
@@ -248,6 +250,7 @@ var Codes = map[string]Code{
 	CodeChatLengthReached:      {409, "The chat has reached its length (the most messages a chat takes)."},
 	CodeNotAChat:               {409, "The conversation is not a chat."},
 	CodeNoLiveTranscript:       {409, "A chat or messaging-app conversation has no live transcript; read its transcript."},
+	CodeTransferNotAllowed:     {422, "The transfer destination is a loopback, private, link-local or otherwise non-public address that neither the node (PARLEY_TRANSFER_ALLOW) nor the call's trunk allows, or a host name that does not resolve."},
 	CodeNotTransferable:        {409, "The conversation cannot be transferred (a chat has nobody to hand over)."},
 	CodeNoAudio:                {409, "The conversation has no audio to listen to (a chat, or a test call run in text)."},
 	CodeScheduledNotCancelable: {409, "The scheduled call is already being dialled, placed, failed or cancelled."},

@@ -140,7 +140,7 @@ func (rt *Runtime) End(ctx context.Context, id store.ConversationID, reason sess
 		if c.Ended() {
 			return nil
 		}
-		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, ""); err != nil {
+		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, "", store.CallOutcome{}); err != nil {
 			return err
 		}
 		rt.settleCommands(ctx, id)

@@ -146,7 +146,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 	l, err := rt.register(ctx, c)
 	if err != nil {
 		rt.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, c.ID)
-		_ = rt.storeEnd(context.WithoutCancel(ctx), c, session.EndFailed, session.Cost{}, nil, "")
+		_ = rt.storeEnd(context.WithoutCancel(ctx), c, session.EndFailed, session.Cost{}, nil, "", store.CallOutcome{})
 		return InboundPlan{}, fmt.Errorf("runtime: take the inbound call: %w", err)
 	}
 	var rec atomic.Pointer[media.Recorder]

@@ -171,7 +171,8 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 	for _, tw := range tweaks { // issue 19: a messaging-app conversation's opener
 		tw(&a)
 	}
-	o := session.Options{ID: string(c.ID), Agent: a, LLM: client, Sink: sink, Metrics: rt.o.Metrics, Log: rt.log}
+	o := session.Options{ID: string(c.ID), Agent: a, LLM: client, Sink: sink, Metrics: rt.o.Metrics, Log: rt.log,
+		Vendors: session.Vendors{LLM: strings.ToLower(llmName)}}
 	if rt.o.Tools != nil && len(def.References.Tools) > 0 { // issue 17
 		specs, runner, err := rt.o.Tools.Tools(ctx, c, def.References.Tools)
 		if err != nil {
@@ -182,10 +183,12 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 		}
 	}
 	if voice {
-		if o.STT, err = provs.STT(provider(def.Agent.STT.Provider, rt.o.DefaultSTT)); err != nil {
+		sttName, ttsName := provider(def.Agent.STT.Provider, rt.o.DefaultSTT), provider(def.Agent.TTS.Provider, rt.o.DefaultTTS)
+		o.Vendors.STT, o.Vendors.TTS = strings.ToLower(sttName), strings.ToLower(ttsName)
+		if o.STT, err = provs.STT(sttName); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrProvider, err)
 		}
-		if o.TTS, err = provs.TTS(provider(def.Agent.TTS.Provider, rt.o.DefaultTTS)); err != nil {
+		if o.TTS, err = provs.TTS(ttsName); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrProvider, err)
 		}
 	}

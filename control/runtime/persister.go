@@ -36,6 +36,7 @@ type persister struct {
 	endReason session.EndReason
 	cost      session.Cost
 	recording string
+	callOut   store.CallOutcome // how the call leg ended (SIP status, Q.850 cause, detail)
 	ending    bool
 	statuses  []statusChange // status moves not stored yet, in order
 
@@ -119,6 +120,15 @@ func (p *persister) end(reason session.EndReason, cost session.Cost) {
 	}
 	p.mu.Unlock()
 	p.signal()
+}
+
+// outcome records how the call leg ended, for the end stored next; the first one wins.
+func (p *persister) outcome(o store.CallOutcome) {
+	p.mu.Lock()
+	if !p.ending && p.callOut.IsZero() {
+		p.callOut = o
+	}
+	p.mu.Unlock()
 }
 
 // statusChange is a move of the conversation's status and when it happened.
@@ -250,7 +260,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 		}
 	}
 	ending := p.ending && len(p.queue) == len(ready)
-	reason, cost, turns, recording := p.endReason, p.cost, slices.Clone(p.turns), p.recording
+	reason, cost, turns, recording, out := p.endReason, p.cost, slices.Clone(p.turns), p.recording, p.callOut
 	p.mu.Unlock()
 
 	if len(ready) > 0 {
@@ -275,7 +285,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 	if !ending {
 		return false, nil
 	}
-	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording); err != nil {
+	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording, out); err != nil {
 		return false, err
 	}
 	p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: p.next - 1, Ended: true})
@@ -307,12 +317,12 @@ func lineRow(l session.Line) store.ConversationLine {
 
 // storeEnd records a conversation's end in one transaction: the end itself, the charge for a
 // live conversation, and the conversation.ended event. An end stored already is left alone.
-func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
-	return rt.store.Tx(ctx, func(tx *store.Tx) error { return rt.endTx(ctx, tx, c, reason, cost, turns, recording) })
+func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome) error {
+	return rt.store.Tx(ctx, func(tx *store.Tx) error { return rt.endTx(ctx, tx, c, reason, cost, turns, recording, out) })
 }
 
 // endTx is storeEnd inside tx (a chat's last message stores its end with its lines).
-func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string) error {
+func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome) error {
 	if turns == nil {
 		turns = []session.TurnMetrics{}
 	}
@@ -328,7 +338,7 @@ func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation
 	if c.Mode == store.ModeLive {
 		micros = rt.pricing.Micros(c.Channel, cost)
 	}
-	ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: rt.now(), Turns: tb, Cost: cb, CostMicros: micros, Recording: recording})
+	ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: rt.now(), Turns: tb, Cost: cb, CostMicros: micros, Recording: recording, Outcome: out})
 	if err != nil || !ok {
 		return err
 	}
@@ -356,6 +366,9 @@ func EventData(c store.Conversation) map[string]any {
 	}
 	if c.EndReason != "" {
 		d["end_reason"] = c.EndReason
+	}
+	if !c.Outcome.IsZero() {
+		d["end_detail"] = c.Outcome.Detail
 	}
 	if c.EndedAt != nil {
 		d["ended_at"] = app.T(*c.EndedAt)

@@ -48,6 +48,9 @@ type DialFailure struct {
 	Reason      session.EndReason // no_answer, busy, invalid_number, failed
 	Unreachable bool              // the trunk never answered
 	Detail      string
+	// Outcome is what the conversation records of it: the SIP status, the Q.850 cause and a
+	// short detail written for a person.
+	Outcome store.CallOutcome
 }
 
 func (e *DialFailure) Error() string {
@@ -201,6 +204,9 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 		if errors.As(err, &df) && df.Reason != "" {
 			reason = df.Reason
 		}
+		if df != nil {
+			l.p.outcome(df.Outcome)
+		}
 		if l.stopped.Load() {
 			reason = session.EndAPI
 		}
@@ -237,6 +243,7 @@ func (rt *Runtime) startRecording(l *live, sess *session.Conversation) *media.Re
 		rt.log.Warn("recording: cannot start", "conversation", l.conv.ID, "err", err)
 		return nil
 	}
+	sess.AddTap(session.HoldRecorder{Rec: rec}) // paused while the call is on hold
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()

@@ -445,6 +445,57 @@ func (rt *Runtime) CountDaily(ctx context.Context, org store.OrgID, limit int) (
 	return limit <= 0 || n <= int64(limit), nil
 }
 
+// ReapDeadNodes ends the conversations owned by nodes the cluster takes for dead (issue 22
+// item 9: unseen for three heartbeats), without waiting for their ownership to expire: reason
+// network_lost for a call that was live, failed for one that never started. Their slots are
+// released and their ownership keys removed, so steering no longer goes to the dead node. It
+// returns how many it ended. The worker role runs it every heartbeat.
+func (rt *Runtime) ReapDeadNodes(ctx context.Context, dead func(node string) bool) (int, error) {
+	owners, err := rt.store.ActiveOwners(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, node := range owners {
+		if node == rt.o.NodeID || !dead(node) {
+			continue
+		}
+		cs, err := rt.store.ActiveConversationsOf(ctx, node, 100)
+		if err != nil {
+			return n, err
+		}
+		if len(cs) > 0 {
+			rt.log.Warn("cluster: a node is lost; ending its calls", "node", node, "calls", len(cs))
+		}
+		for _, c := range cs {
+			if err := rt.endLost(ctx, c); err != nil {
+				return n, err
+			}
+			_, _ = rt.bus.CompareAndDelete(ctx, ownerKey(c.ID), []byte(node))
+			n++
+		}
+	}
+	return n, nil
+}
+
+// endLost ends a conversation whose node went away.
+func (rt *Runtime) endLost(ctx context.Context, c store.Conversation) error {
+	reason := session.EndFailed
+	if c.Status == store.ConvInProgress {
+		reason = session.EndNetworkLost
+	}
+	if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, "", store.CallOutcome{}); err != nil {
+		return err
+	}
+	if err := rt.recoverRecording(ctx, c); err != nil {
+		rt.log.Warn("recording: cannot recover the recording of a lost conversation", "conversation", c.ID, "err", err)
+	}
+	rt.settleCommands(ctx, c.ID)
+	rt.ReleaseCallSlot(ctx, c.OrgID, c.ID)
+	rt.hub.notify(ctx, linesNote{ID: c.ID, Seq: c.LastSeq, Ended: true})
+	return nil
+}
+
 // ReapLost ends the conversations that are not ended, were not touched for grace, and that no
 // node owns any more (their node went away): reason network_lost for a call that was live,
 // failed for one that never started. It returns how many it ended. The worker role runs it.
@@ -458,19 +509,9 @@ func (rt *Runtime) ReapLost(ctx context.Context, grace time.Duration) (int, erro
 		if _, err := rt.Owner(ctx, c.ID); !errors.Is(err, ErrNotLive) {
 			continue
 		}
-		reason := session.EndFailed
-		if c.Status == store.ConvInProgress {
-			reason = session.EndNetworkLost
-		}
-		if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, ""); err != nil {
+		if err := rt.endLost(ctx, c); err != nil {
 			return n, err
 		}
-		if err := rt.recoverRecording(ctx, c); err != nil {
-			rt.log.Warn("recording: cannot recover the recording of a lost conversation", "conversation", c.ID, "err", err)
-		}
-		rt.settleCommands(ctx, c.ID)
-		rt.ReleaseCallSlot(ctx, c.OrgID, c.ID)
-		rt.hub.notify(ctx, linesNote{ID: c.ID, Seq: c.LastSeq, Ended: true})
 		n++
 	}
 	return n, nil

@@ -435,3 +435,57 @@ func TestReapLostRecoversRecording(t *testing.T) {
 		return errors.Is(err, os.ErrNotExist)
 	})
 }
+
+// TestReapDeadNodes is issue 22 item 9: the calls of a node the cluster takes for dead end at
+// once (network_lost when live, failed when not started), their slots are given back and
+// their ownership removed; the calls of living nodes and of this node are left alone.
+func TestReapDeadNodes(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", false)
+	ctx := context.Background()
+	own := func(status, node string) store.Conversation {
+		c := r.conversation(store.ChannelPhone, store.ModeLive, store.ConvPending)
+		if status != store.ConvPending {
+			r.st.SetConversationStatus(ctx, c.ID, status, time.Now())
+		}
+		if err := r.st.SetConversationOwner(ctx, c.ID, node); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.bus.Set(ctx, ownerKey(c.ID), []byte(node), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.AcquireCallSlot(ctx, r.org.ID, c.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	live, ringing, alive, mine := own(store.ConvInProgress, "b"), own(store.ConvRinging, "b"), own(store.ConvInProgress, "c"), own(store.ConvInProgress, "a")
+	deadNodes := map[string]bool{}
+	dead := func(n string) bool { return deadNodes[n] }
+	if n, err := rt.ReapDeadNodes(ctx, dead); n != 0 || err != nil {
+		t.Fatalf("nothing dead yet: %d, %v", n, err)
+	}
+	deadNodes["b"], deadNodes["a"] = true, true // a is this node: never reaped by itself
+	if n, err := rt.ReapDeadNodes(ctx, dead); n != 2 || err != nil {
+		t.Fatalf("ReapDeadNodes = %d, %v", n, err)
+	}
+	for c, want := range map[store.ConversationID]session.EndReason{live.ID: session.EndNetworkLost, ringing.ID: session.EndFailed} {
+		if got := r.get(c); got.Status != store.ConvEnded || got.EndReason != string(want) {
+			t.Errorf("%s: %s %q, want ended %q", c, got.Status, got.EndReason, want)
+		}
+		if _, err := rt.Owner(ctx, c); !errors.Is(err, ErrNotLive) {
+			t.Errorf("%s: still owned (%v)", c, err)
+		}
+	}
+	for _, c := range []store.ConversationID{alive.ID, mine.ID} {
+		if got := r.get(c); got.Status == store.ConvEnded {
+			t.Errorf("%s of a living node ended", c)
+		}
+	}
+	if n, _ := r.bus.IncrBy(ctx, slotsKey(r.org.ID), 0, 0); n != 2 {
+		t.Errorf("%d slots held, want 2 (the living calls')", n)
+	}
+	if n, err := rt.ReapDeadNodes(ctx, dead); n != 0 || err != nil {
+		t.Fatalf("second pass = %d, %v", n, err)
+	}
+}

@@ -28,6 +28,7 @@ type WebCalls interface {
 type BrowserCall struct {
 	ConversationID  string
 	ParticipantName string       // how the page names the caller ("" for the default)
+	AgentName       string       // the agent's name, which the page shows (issue 22 item 13)
 	Sink            session.Sink // the conversation's sink, which the service wraps for the page
 	// Start builds and starts the conversation once the page's media is up.
 	Start func(ctx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error)
@@ -97,8 +98,12 @@ func (rt *Runtime) handleWebCall(ctx context.Context, body json.RawMessage, repl
 		reply(nil, true, err)
 		return
 	}
+	agentName := ""
+	if ag, err := rt.store.SystemAgents().Get(ctx, c.AgentID); err == nil {
+		agentName = ag.Name
+	}
 	wc, err := rt.o.WebCalls.CreateWebCall(ctx, BrowserCall{
-		ConversationID: string(c.ID), ParticipantName: req.ParticipantName, Sink: l.p,
+		ConversationID: string(c.ID), ParticipantName: req.ParticipantName, AgentName: agentName, Sink: l.p,
 		Start: func(callCtx context.Context, port session.AudioPort, sink session.Sink) (*session.Conversation, error) {
 			sess, err := rt.build(callCtx, c, true, sink)
 			if err != nil {

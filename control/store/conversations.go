@@ -56,9 +56,10 @@ type Conversation struct {
 	Turns         json.RawMessage // an array of turn metrics
 	Cost          json.RawMessage // an object
 	CostMicros    int64
-	OwnerNode     string // the node that runs it while it is live
-	Recording     string // the recording's path under the data directory; "" when none
-	LastSeq       int64  // the seq of the newest stored transcript line
+	OwnerNode     string      // the node that runs it while it is live
+	Recording     string      // the recording's path under the data directory; "" when none
+	LastSeq       int64       // the seq of the newest stored transcript line
+	Outcome       CallOutcome // how a call leg ended (issue 22); zero when nothing applies
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	RingingAt     *time.Time
@@ -66,6 +67,18 @@ type Conversation struct {
 	EndedAt       *time.Time
 	DeletedAt     *time.Time
 }
+
+// CallOutcome is how a call leg ended, as the SIP signalling said it: the final status of an
+// INVITE that failed, the Q.850 cause of an RFC 3326 Reason header (or the one Parley sent),
+// and a short detail written for a person (never an internal error).
+type CallOutcome struct {
+	SIPStatus int // 100–699; 0 none
+	Q850Cause int // 1–127; 0 none
+	Detail    string
+}
+
+// IsZero reports whether nothing is known of how the leg ended.
+func (o CallOutcome) IsZero() bool { return o == CallOutcome{} }
 
 // Ended reports whether the conversation has ended.
 func (c Conversation) Ended() bool { return c.Status == ConvEnded }
@@ -92,18 +105,25 @@ type ConversationFilter struct {
 
 const convCols = `id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, end_reason, via_api,
 	external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, cost_micros,
-	owner_node, recording, last_seq, created_at, updated_at, ringing_at, started_at, ended_at, deleted_at`
+	owner_node, recording, last_seq, created_at, updated_at, ringing_at, started_at, ended_at, deleted_at,
+	end_sip_status, end_q850_cause, end_detail`
 
 func scanConversation(r rowScanner) (Conversation, error) {
 	var c Conversation
-	var version *int
+	var version, sipStatus, q850 *int
 	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
 		nullTextCol[string]{&c.EndReason}, &c.ViaAPI, nullTextCol[string]{&c.ExternalID}, &c.Language,
 		nullTextCol[string]{&c.FromNumber}, nullTextCol[string]{&c.ToNumber}, nullTextCol[PhoneNumberID]{&c.PhoneNumberID},
 		jsonCol{&c.Metadata}, jsonCol{&c.Variables}, jsonCol{&c.Turns}, jsonCol{&c.Cost}, &c.CostMicros,
 		nullTextCol[string]{&c.OwnerNode}, nullTextCol[string]{&c.Recording}, &c.LastSeq,
 		timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.RingingAt}, nullTimeCol{&c.StartedAt},
-		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt})
+		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt}, &sipStatus, &q850, nullTextCol[string]{&c.Outcome.Detail})
+	if sipStatus != nil {
+		c.Outcome.SIPStatus = *sipStatus
+	}
+	if q850 != nil {
+		c.Outcome.Q850Cause = *q850
+	}
 	if version != nil {
 		c.AgentVersion = *version
 	}
@@ -307,7 +327,8 @@ type ConversationEnd struct {
 	Turns      json.RawMessage // an array; nil keeps what is stored
 	Cost       json.RawMessage // an object; nil keeps what is stored
 	CostMicros int64
-	Recording  string // "" keeps what is stored
+	Recording  string      // "" keeps what is stored
+	Outcome    CallOutcome // how the call leg ended; zero stores nothing
 }
 
 // EndConversation marks a conversation ended with its reason, turns and cost. It reports false
@@ -329,12 +350,18 @@ func (q *Queries) EndConversation(ctx context.Context, id ConversationID, e Conv
 		}
 		cost = string(e.Cost)
 	}
+	o := e.Outcome
+	if o.SIPStatus != 0 && (o.SIPStatus < 100 || o.SIPStatus > 699) || o.Q850Cause < 0 || o.Q850Cause > 127 {
+		return false, fmt.Errorf("store: %w: SIP status %d or Q.850 cause %d out of range", ErrInvalid, o.SIPStatus, o.Q850Cause)
+	}
 	at := ts(normTime(e.At))
 	res, err := q.exec(ctx, "end conversation",
 		`UPDATE conversations SET status = 'ended', end_reason = $2, ended_at = $3, updated_at = $3,
-			turns = COALESCE($4, turns), cost = COALESCE($5, cost), cost_micros = $6, recording = COALESCE($7, recording)
+			turns = COALESCE($4, turns), cost = COALESCE($5, cost), cost_micros = $6, recording = COALESCE($7, recording),
+			end_sip_status = $8, end_q850_cause = $9, end_detail = $10
 		WHERE id = $1 AND status <> 'ended'`,
-		string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording))
+		string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording),
+		nullInt(o.SIPStatus), nullInt(o.Q850Cause), nullText(truncateText(o.Detail, 300)))
 	if err != nil {
 		return false, err
 	}
@@ -364,6 +391,29 @@ func (q *Queries) ActiveConversations(ctx context.Context, olderThan time.Time, 
 		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND updated_at < $1
 			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
 		[]any{ts(normTime(olderThan)), clampLimit(limit)}, scanConversation)
+}
+
+// ActiveOwners returns the nodes that own conversations not ended (issue 22: the nodes whose
+// loss must end calls). Chats and messaging-app conversations in progress do not count: the
+// owner of one is only the node that answered its last message, and its loss ends none.
+func (q *Queries) ActiveOwners(ctx context.Context) ([]string, error) {
+	return list(ctx, q, "list active owners",
+		`SELECT DISTINCT owner_node FROM conversations WHERE status <> 'ended' AND owner_node IS NOT NULL
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY owner_node LIMIT 1000`,
+		nil, func(r rowScanner) (string, error) {
+			var s string
+			err := r.Scan(&s)
+			return s, err
+		})
+}
+
+// ActiveConversationsOf returns up to limit conversations not ended that node owns, but for
+// chats and messaging-app conversations in progress (see ActiveOwners).
+func (q *Queries) ActiveConversationsOf(ctx context.Context, node string, limit int) ([]Conversation, error) {
+	return list(ctx, q, "list active conversations of a node",
+		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND owner_node = $1
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
+		[]any{node, clampLimit(limit)}, scanConversation)
 }
 
 // TouchConversation sets updated_at, so that a live conversation is not taken for a lost one.

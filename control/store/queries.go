@@ -121,6 +121,14 @@ func nullText[T ~string](s T) any {
 	return string(s)
 }
 
+// nullInt renders 0 as NULL.
+func nullInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
 // normTime is how every time leaves and enters the store: UTC, whole microseconds.
 func normTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 

@@ -658,3 +658,11 @@ func (s *dgFakeSession) results(text string, from, to int64, isFinal, speechFina
 		},
 	}
 }
+
+// Forget drops the records of the connections so far (a soak's fakes would otherwise grow
+// with every call); connections still open keep recording into records no longer listed.
+func (f *DeepgramFake) Forget() {
+	f.mu.Lock()
+	f.conns = nil
+	f.mu.Unlock()
+}

@@ -368,3 +368,10 @@ func elevenHasVoice(list []string, s string) bool {
 	}
 	return false
 }
+
+// Forget drops the recorded requests (a soak's fakes would otherwise grow with every call).
+func (f *ElevenLabsFake) Forget() {
+	f.mu.Lock()
+	f.reqs = nil
+	f.mu.Unlock()
+}

@@ -60,6 +60,9 @@ type PhoneOptions struct {
 	NoAnswer             bool
 	AnswerSessionExpires time.Duration
 	AnswerRefresher      string
+	// RefuseReason is the RFC 3326 Reason header sent with an AnswerStatus of 300 or more
+	// (`Q.850;cause=17;text="user busy"`); empty sends none.
+	RefuseReason string
 
 	// Refer decides how the phone answers a REFER: "accept" (default: 202, NOTIFY 100 then
 	// NOTIFY ReferResult), "reject" (603), "silent" (202 and no NOTIFY).
@@ -558,7 +561,11 @@ func (p *Phone) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		status = 200
 	}
 	if status >= 300 {
-		respond(status, "Refused", nil)
+		var hdrs []sip.Header
+		if p.o.RefuseReason != "" {
+			hdrs = append(hdrs, sip.NewHeader("Reason", p.o.RefuseReason))
+		}
+		respond(status, "Refused", nil, hdrs...)
 		c.stopMedia()
 		c.markEnded(fmt.Sprintf("refused %d", status))
 		return

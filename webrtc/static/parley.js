@@ -8,6 +8,8 @@
 //   state        {state}  new | connecting | connected | reconnecting | ended | failed
 //   transcript   a transcript line {seq, role, text, start, end, interrupted, meta}
 //   interim      {text}   what the caller is saying, before it is final
+//   agent-saying {reply, text} a piece of the agent's reply as its audio starts to play; the
+//                            complete (possibly cut) line follows as a transcript event
 //   agent-state  {state}  listening | user_speaking | thinking | agent_speaking | human_takeover
 //   track        {track, stream, index}  a remote audio track (listeners in split mode get two)
 //   takeover     {on}     a takeover started or ended (takeover pages)
@@ -69,6 +71,7 @@ export class ParleyCall extends EventTarget {
     this.role = welcome.role;
     this.conversationId = welcome.conversation_id;
     this.participantName = welcome.participant_name;
+    this.agentName = welcome.agent_name || "";
     if (welcome.send && !this.localStream) {
       this.localStream = await navigator.mediaDevices.getUserMedia({ audio: this.audioConstraints });
     }
@@ -331,6 +334,9 @@ export class ParleyCall extends EventTarget {
         break;
       case "interim":
         this._emit("interim", { text: m.text });
+        break;
+      case "agent_saying":
+        this._emit("agent-saying", { reply: m.reply, text: m.text });
         break;
       case "state":
         this._emit("agent-state", { state: m.state });

@@ -24,6 +24,7 @@ type Conversation struct {
 	Mode            string          `json:"mode" jsonschema:"enum=live,enum=test"`
 	Status          string          `json:"status" doc:"Moves forward only: pending (created; a call not ringing yet) → ringing (a phone call ringing) → in_progress (answered; a chat from its start) → ended. A call that is never answered goes from pending or ringing to ended." jsonschema:"enum=pending,enum=ringing,enum=in_progress,enum=ended"`
 	EndReason       *string         `json:"end_reason" doc:"Why a conversation ended; null until it has. An open set: a client must tolerate values it does not know." jsonschema:"nullable,enum=completed,enum=caller_hung_up,enum=agent_ended,enum=no_answer,enum=busy,enum=invalid_number,enum=voicemail,enum=transferred,enum=media_timeout,enum=network_lost,enum=provider_error,enum=failed,enum=silence_timeout,enum=max_duration,enum=ended_by_api,enum=credit_exhausted,enum=shutdown,enum=callee_hung_up"`
+	EndDetail       *EndDetail      `json:"end_detail" doc:"How a call leg ended, as its signalling said (x-extension): set when a phone call failed or was refused before or without an answer; null otherwise." jsonschema:"nullable"`
 	ExternalID      *string         `json:"external_id" jsonschema:"nullable"`
 	Language        string          `json:"language"`
 	FromNumber      *string         `json:"from_number" jsonschema:"nullable"`
@@ -38,6 +39,18 @@ type Conversation struct {
 	DurationSeconds *float64        `json:"duration_seconds" doc:"From started_at to ended_at." jsonschema:"nullable"`
 	Turns           []TurnMetrics   `json:"turns" doc:"Per-turn latency metrics of a voice conversation, written when it ends."`
 	HasRecording    bool            `json:"has_recording"`
+}
+
+// EndDetail is how a call leg ended, as the SIP signalling said it (issue 22).
+type EndDetail struct {
+	SIPStatus *int   `json:"sip_status" doc:"The final SIP status of the call's INVITE (486, 503, …); null when none came (no answer within the ring timeout, an unreachable trunk)." jsonschema:"nullable,minimum=100,maximum=699"`
+	Q850Cause *int   `json:"q850_cause" doc:"The ITU-T Q.850 cause of the RFC 3326 Reason header the trunk sent, or the one Parley sent in its CANCEL (19, no answer); null when none." jsonschema:"nullable,minimum=1,maximum=127"`
+	Text      string `json:"text" doc:"What happened, written for a person."`
+}
+
+// SchemaDoc describes the object in the document.
+func (EndDetail) SchemaDoc() string {
+	return "How a call leg ended, as its signalling said (an extension of the specification)."
 }
 
 // SchemaDoc describes the object in the document.
@@ -59,11 +72,11 @@ func (ConversationWithTranscript) SchemaDoc() string {
 // TranscriptLine is one line of a conversation's transcript.
 type TranscriptLine struct {
 	Object      string          `json:"object" jsonschema:"enum=transcript_line"`
-	Seq         int64           `json:"seq" doc:"Grows by one per line." jsonschema:"minimum=1"`
+	Seq         int64           `json:"seq" doc:"Grows by one per line. A line is numbered when it is complete (a user line at the end of the caller's turn, an agent line once it was spoken), so seq orders lines by completion, not by start: a caller who speaks over the agent gets a line after the agent's. Sort by started_at for a timeline." jsonschema:"minimum=1"`
 	Role        string          `json:"role" jsonschema:"enum=user,enum=agent,enum=tool,enum=note,enum=system"`
 	Text        string          `json:"text"`
-	Start       app.Time        `json:"start"`
-	End         app.Time        `json:"end"`
+	Start       app.Time        `json:"started_at" doc:"When the line began: the caller's first word, the agent's first audio out."`
+	End         app.Time        `json:"ended_at" doc:"When the line was complete (the caller's last word, the agent's last audio out)."`
 	Interrupted bool            `json:"interrupted" doc:"An agent line cut by the caller: text is what was heard."`
 	Meta        json.RawMessage `json:"meta" doc:"What else the line carries (an object): a tool's name and arguments, say." jsonschema:"type=object"`
 }
@@ -131,6 +144,9 @@ func View(c store.Conversation) Conversation {
 	if c.AgentVersion > 0 {
 		n := c.AgentVersion
 		v.AgentVersion = &n
+	}
+	if o := c.Outcome; !o.IsZero() {
+		v.EndDetail = &EndDetail{SIPStatus: nonZero(o.SIPStatus), Q850Cause: nonZero(o.Q850Cause), Text: o.Detail}
 	}
 	if c.StartedAt != nil && c.EndedAt != nil {
 		d := c.EndedAt.Sub(*c.StartedAt).Seconds()
@@ -224,4 +240,12 @@ func viewTurns(raw json.RawMessage) []TurnMetrics {
 		out = append(out, v)
 	}
 	return out
+}
+
+// nonZero returns nil for 0, else a pointer to n.
+func nonZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }

@@ -50,6 +50,10 @@ type Service struct {
 	Log     *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// TransferCheck refuses a transfer destination of call c (issue 22 item 7: a SIP URI on a
+	// non-public address its trunk and the node do not allow) with a *fault.Error
+	// (transfer_destination_not_allowed); nil checks nothing.
+	TransferCheck func(ctx context.Context, c store.Conversation, dest string) error
 	// MessagingSay, when set, takes what a say command makes the agent write in a messaging-app
 	// conversation before the command is recorded: it refuses the text outside the 24-hour
 	// window (409) and queues it to be sent (issue 19).
@@ -257,6 +261,14 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (Deleted
 		if before.Recording != "" {
 			files = append(files, before.Recording)
 		}
+		if !textual(before) {
+			// Issue 22 item 3: a recording never named on the row (its call cut off by a
+			// crash, or its name not stored yet) is caller audio the deletion promised to
+			// remove too.
+			if own := RecordingPath(before.ID); own != before.Recording {
+				files = append(files, own)
+			}
+		}
 		atts, err := tx.DeleteConversationAttachments(ctx, conv.ID)
 		if err != nil {
 			return Deleted{}, err
@@ -284,6 +296,11 @@ func (s *Service) Delete(ctx context.Context, act app.Actor, id string) (Deleted
 		}
 	}
 	return out, nil
+}
+
+// RecordingPath is where the runtime records a voice conversation, under the data directory.
+func RecordingPath(id store.ConversationID) string {
+	return filepath.ToSlash(filepath.Join("recordings", string(id)+".wav"))
 }
 
 // dataPath is the absolute path of a file kept under the data directory.

@@ -114,6 +114,11 @@ func (s *Service) steer(ctx context.Context, act app.Actor, id, kind string, p r
 		if p.Mode == "" {
 			p.Mode = string(session.TransferCold)
 		}
+		if s.TransferCheck != nil && conv.Mode == store.ModeLive {
+			if err := s.TransferCheck(ctx, conv, p.Destination); err != nil {
+				return ConversationCommand{}, err
+			}
+		}
 	}
 	if s.Runtime == nil {
 		return ConversationCommand{}, fault.E(fault.CodeConversationNotLive, "This node cannot reach the conversation.")

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -108,7 +109,23 @@ func testConversationStatus(t *testing.T, open Opener) {
 	}
 	_, err := w.s.SetConversationStatus(ctx, c.ID, store.ConvEnded, at)
 	wantErr(t, "status ended", err, store.ErrInvalid)
-	end := store.ConversationEnd{Reason: "completed", At: at, Turns: json.RawMessage(`[{"turn": 1}]`), Cost: json.RawMessage(`{"llm_input_tokens": 5}`), CostMicros: 42}
+	// Issue 22 item 9: the owners of conversations not ended, and a node's conversations.
+	node := "node-" + string(c.ID)
+	if err := w.s.SetConversationOwner(ctx, c.ID, node); err != nil {
+		t.Fatal(err)
+	}
+	if owners := must[[]string](t, "owners")(w.s.ActiveOwners(ctx)); !slices.Contains(owners, node) {
+		t.Fatalf("active owners %v lack %s", owners, node)
+	}
+	if cs := must[[]store.Conversation](t, "of node")(w.s.ActiveConversationsOf(ctx, node, 10)); len(cs) != 1 || cs[0].ID != c.ID {
+		t.Fatalf("conversations of %s: %+v", node, cs)
+	}
+	bad := store.ConversationEnd{Reason: "busy", At: at, Outcome: store.CallOutcome{SIPStatus: 99}}
+	if _, err := w.s.EndConversation(ctx, c.ID, bad); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("SIP status 99: %v", err)
+	}
+	end := store.ConversationEnd{Reason: "completed", At: at, Turns: json.RawMessage(`[{"turn": 1}]`), Cost: json.RawMessage(`{"llm_input_tokens": 5}`), CostMicros: 42,
+		Outcome: store.CallOutcome{SIPStatus: 486, Q850Cause: 17, Detail: "the trunk answered 486 Busy Here (Q.850 cause 17)"}}
 	if ok, err := w.s.EndConversation(ctx, c.ID, end); !ok || err != nil {
 		t.Fatalf("EndConversation = %v, %v", ok, err)
 	}
@@ -123,6 +140,12 @@ func testConversationStatus(t *testing.T, open Opener) {
 		t.Fatalf("after end: %+v", got)
 	}
 	sameJSON(t, "turns", json.RawMessage(got.Turns), json.RawMessage(`[{"turn":1}]`))
+	if cs := must[[]store.Conversation](t, "of node")(w.s.ActiveConversationsOf(ctx, node, 10)); len(cs) != 0 {
+		t.Fatalf("an ended conversation listed as active: %+v", cs)
+	}
+	if got.Outcome != end.Outcome { // issue 22 item 8
+		t.Fatalf("outcome %+v, want %+v", got.Outcome, end.Outcome)
+	}
 	_, err = w.s.EndConversation(ctx, c.ID, store.ConversationEnd{At: at})
 	wantErr(t, "end without reason", err, store.ErrInvalid)
 	if err := w.s.SetConversationOwner(ctx, c.ID, "node-a"); err != nil {

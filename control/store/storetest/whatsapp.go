@@ -5,6 +5,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,22 @@ func testWhatsApp(t *testing.T, open Opener) {
 	}
 	if cur := must[store.ConversationID](t, "Thread")(s.WhatsAppThread(ctx, snd.ID, "nobody")); cur != "" {
 		t.Fatalf("a thread never started: %s", cur)
+	}
+	// In progress, answered last by a node that then died: the reapers of lost calls leave it.
+	if _, err := s.SetConversationStatus(ctx, conv.ID, store.ConvInProgress, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetConversationOwner(ctx, conv.ID, "node-gone"); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := s.ActiveConversationsOf(ctx, "node-gone", 10); err != nil || len(cs) != 0 {
+		t.Fatalf("a dead node's whatsapp conversations: %d %v", len(cs), err)
+	}
+	if owners, err := s.ActiveOwners(ctx); err != nil || slices.Contains(owners, "node-gone") {
+		t.Fatalf("owners %v %v", owners, err)
+	}
+	if cs, err := s.ActiveConversations(ctx, time.Now().Add(time.Hour), 10); err != nil || slices.ContainsFunc(cs, func(c store.Conversation) bool { return c.ID == conv.ID }) {
+		t.Fatalf("the reaper of lost calls sees it (%v)", err)
 	}
 	if got := must[store.WhatsAppConversation](t, "Open")(s.OpenWhatsAppConversation(ctx, snd.ID, "16505551234")); got.ConversationID != conv.ID || got.LastInboundAt != nil {
 		t.Fatalf("open conversation: %+v", got)

@@ -251,3 +251,10 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// AgentSaying implements session.AgentSayingSink: passed on to Next.
+func (s *RecSink) AgentSaying(reply int, text string) {
+	if as, ok := s.Next.(session.AgentSayingSink); ok {
+		as.AgentSaying(reply, text)
+	}
+}
