@@ -56,6 +56,7 @@ type Node struct {
 	draining atomic.Bool
 	api      *api.API
 	conv     *conversations // the conversation runtime and its workers
+	hooks    *hooks         // issue 14: webhook deliveries and post-call analyses
 	tools    *toolsRole     // issue 17: HTTP and MCP tools of conversations
 	media    *mediaServices // SIP and WebRTC, with the media role
 
@@ -277,7 +278,8 @@ func (n *Node) routes() http.Handler {
 	a := &api.API{Store: n.Store, Bus: n.Bus, Log: n.log, Box: n.Box,
 		KeyRatePerMin: n.cfg.KeyRatePerMin, OrgRatePerMin: n.cfg.OrgRatePerMin, BaseURL: n.cfg.BaseURL}
 	n.conversationAPI(a)
-	n.api = a // the worker role uses it too
+	n.webhookAPI(a) // issue 14
+	n.api = a       // the worker role uses it too
 	if n.media != nil {
 		h := n.media.webrtc.Handler() // the browser client, join and listen pages, signalling
 		r.Handle("/client/*", h)
@@ -354,6 +356,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("cluster registry: %w", err)
 	}
 	n.runConversationWorkers(ctx, n.api)
+	n.runWebhookWorkers(ctx, n.api) // issue 14
 	srv := &http.Server{
 		Handler:           n.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -420,6 +423,7 @@ func (n *Node) Close() error {
 		// The calls first: hung up as shutdown, their conversations end and store it; then
 		// the runtime has little left to end.
 		n.media.close()
+		n.hooks.close() // issue 14
 		n.conv.close()
 		n.tools.close()
 		n.mu.Lock()

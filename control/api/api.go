@@ -12,15 +12,19 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app/agents"
+	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
+	"github.com/parley-voice/parley/control/app/webhooks"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/internal/netguard"
 
 	"github.com/go-chi/chi/v5"
 
@@ -74,6 +78,14 @@ type API struct {
 	Guard tools.URLGuard
 	MCP   tools.Discoverer
 
+	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
+	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
+	// their addresses (nil: the strict guard).
+	Outbound *netguard.Guard
+	Events   *events.Service
+	Webhooks *webhooks.Service
+	Analysis *analysis.Service
+
 	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
 	// WhatsAppSecrets the vault; without either the channel answers 501.
 	WhatsApp        *whatsapp.Service
@@ -112,6 +124,7 @@ func (a *API) Routes() chi.Router {
 		a.Tools = &tools.Service{Store: a.Store, Vault: a.Vault, Guard: a.Guard, MCP: a.MCP, Now: a.Now}
 	}
 	a.Services()
+	a.webhookServices()
 	r := chi.NewRouter()
 	r.Use(cors)
 	r.Use(a.gate)

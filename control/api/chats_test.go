@@ -302,7 +302,9 @@ func testDeleteConversations(t *testing.T, e engine) {
 	evs, _ := w.st.ListEvents(ctx, w.org.ID, store.ModeLive, "", 10)
 	var types []string
 	for _, e := range evs {
-		types = append(types, e.Type)
+		if e.Type != "conversation.transcript" && e.Type != "conversation.started" { // issue 14's types besides
+			types = append(types, e.Type)
+		}
 	}
 	if strings.Join(types, ",") != "conversation.ended,conversation.deleted" {
 		t.Fatalf("events %v", types)

@@ -195,6 +195,7 @@ func newWorld(t testing.TB, st *store.Store, o worldOpts) *world {
 		logOut = io.Discard
 	}
 	w.api = &API{Store: st, Bus: b, Box: testBox, Log: slog.New(slog.NewTextHandler(logOut, nil)), KeyRatePerMin: o.keyRate, OrgRatePerMin: o.orgRate,
+		Outbound: testOutbound, // issue 14: receivers' addresses resolve without the network
 		Now: func() time.Time {
 			if p := w.now.Load(); p != nil {
 				return *p

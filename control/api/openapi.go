@@ -31,6 +31,7 @@ const docURL = "https://parley.dev/openapi.v1.json"
 // document builds the document once, without servers (OpenAPIDocument adds them).
 var document = sync.OnceValues(func() (map[string]any, error) {
 	registerSchema(problemType) // the answer of every error
+	hooks := eventWebhooks()    // issue 14: the event catalogue, before the schemas are reflected
 	schemas := map[string]any{}
 	paths := map[string]any{}
 	for _, op := range operations() {
@@ -89,6 +90,7 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 			map[string]any{"name": "Conversations", "description": conversationsTagDoc},
 			map[string]any{"name": "Testing", "description": "Operations that let an integration rehearse without a carrier: they run the real engine against the fake providers."},
 			map[string]any{"name": "Billing"}, map[string]any{"name": "Audit"},
+			map[string]any{"name": "Events", "description": eventsTagDoc}, map[string]any{"name": "Webhooks", "description": webhooksTagDoc},
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -98,6 +100,7 @@ var document = sync.OnceValues(func() (map[string]any, error) {
 			},
 			"headers": rateLimitHeaders(),
 		},
+		"webhooks":      hooks,
 		"x-error-codes": catalog,
 		"x-scopes":      slices.Clone(Scopes),
 	}

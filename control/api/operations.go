@@ -17,7 +17,8 @@ var operations = sync.OnceValue(func() []*operation {
 	ops = append(ops, vaultOperations()...)    // issue 17
 	ops = append(ops, toolOperations()...)     // issue 17
 	ops = append(ops, whatsappOperations()...) // issue 19
-	return append(ops, conversationOperations()...)
+	ops = append(ops, conversationOperations()...)
+	return append(ops, webhookOperations()...) // issue 14
 })
 
 // agentOperations are the operations of agents.

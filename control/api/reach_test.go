@@ -57,6 +57,14 @@ var reachObjects = map[string]reachObject{
 			body: map[string]any{"agent_id": ids["agent_id"], "to_number": "+14155550100", "variables": map[string]any{"customer": "Ada"},
 				"dial_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)}}).Str("id")
 	}},
+	// issue 14: receivers and their deliveries belong to the mode of the key that made them.
+	"receiver_id": {modeBound: true, make: func(t *testing.T, w *world, _ map[string]string) string {
+		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/webhooks", key: kLive,
+			body: map[string]any{"project_id": w.p2.ID, "url": "https://reach.example.com/hook"}}).Str("id")
+	}},
+	"delivery_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
+		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/webhooks/" + ids["receiver_id"] + "/test", key: kLive}).Str("id")
+	}},
 	// issue 17: the vault, tools and MCP servers.
 	"secret_id": {make: func(t *testing.T, w *world, _ map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/vault/secrets", key: kLive,
@@ -75,12 +83,14 @@ var reachObjects = map[string]reachObject{
 }
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
-var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "sender_id"}
+var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id", "sender_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).
 var reachBodies = map[string]func() any{
 	"replaceAgentDefinition": func() any { return map[string]any{"definition": definition("Reach", "custom", "outbound")} },
+	"updateWebhookReceiver":  func() any { return map[string]any{"include_values": true} },
+	"createWebhookReceiver":  func() any { return map[string]any{"project_id": "", "url": "https://reach.example.com/hook"} },
 	"updateWhatsappSender":   func() any { return map[string]any{"display_number": "+1 555 0100"} }, // issue 19
 	"sendWhatsappMessage":    func() any { return map[string]any{"text": "Hello"} },
 }

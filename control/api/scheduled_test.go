@@ -106,6 +106,14 @@ func testScheduledCalls(t *testing.T, e engine) {
 	if failed.Str("status") != "failed" || failed.Str("failure_code") != fault.CodeDoNotCall {
 		t.Fatalf("dialled onto the do-not-call list: %s", failed)
 	}
+	// issue 14: each outcome is an event carrying the scheduled call.
+	for typ, id := range map[string]string{"scheduled_call.placed": got.Str("id"), "scheduled_call.failed": blocked.Str("id")} {
+		ev := w.must(t, 200, req{method: "GET", path: "/v1/events?type=" + typ, key: kTest})
+		data := ev.JSON["data"].([]any)
+		if len(data) != 1 || data[0].(map[string]any)["data"].(map[string]any)["id"] != id {
+			t.Fatalf("%s events: %s", typ, ev)
+		}
+	}
 	// Cancelling: a waiting call, then a placed one (409).
 	cancelled := w.must(t, 200, req{method: "DELETE", path: "/v1/scheduled-calls/" + later.Str("id"), key: kTest})
 	if cancelled.Str("status") != "cancelled" || cancelled.JSON["cancelled_at"] == nil {

@@ -93,6 +93,10 @@ type Config struct {
 	OutboundAllowPrivate bool
 	OutboundCAFile       string
 
+	// issue 14: webhook deliveries.
+	WebhookRetrySchedule []time.Duration
+	WebhookConcurrency   int
+
 	// Vendors (see control/providers).
 	OpenAIBaseURL, OpenAIKey         string
 	AnthropicBaseURL, AnthropicKey   string
@@ -188,6 +192,8 @@ func settings() []scopedSetting {
 		{setting{"gc-percent", "PARLEY_GC_PERCENT", "20", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
 		{setting{"outbound-allow-private", "PARLEY_OUTBOUND_ALLOW_PRIVATE", "false", "UNSAFE in production: let webhooks, tools, MCP servers and crawls reach loopback, private, link-local and CGNAT addresses (local testing needs it; unspecified, multicast and the cloud metadata address stay refused)", setBool(func(c *Config) *bool { return &c.OutboundAllowPrivate })}, ScopeServe},
 		{setting{"outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", "", "UNSAFE in production: PEM file of an extra certificate authority trusted for webhooks, tools, MCP servers and crawls, besides the system's (e.g. a local test receiver's self-signed certificate)", setString(func(c *Config) *string { return &c.OutboundCAFile })}, ScopeServe},
+		{setting{"webhook-retry-schedule", "PARLEY_WEBHOOK_RETRY_SCHEDULE", "5s,5m,30m,2h,5h,10h,10h", "waits between the attempts of a webhook delivery after the first, which is immediate (each with up to 20% jitter; a 429 or 503 with Retry-After waits that long instead); after the last the delivery is failed. Tests shorten it", setSchedule}, ScopeServe},
+		{setting{"webhook-concurrency", "PARLEY_WEBHOOK_CONCURRENCY", "64", "webhook deliveries one worker node sends at once (a slow receiver holds one for at most 15 s)", setInt(func(c *Config) *int { return &c.WebhookConcurrency }, 1)}, ScopeServe},
 		{setting{"node-id", "PARLEY_NODE_ID", "", "name of this node in the cluster (empty: hostname plus a random suffix)", setString(func(c *Config) *string { return &c.NodeID })}, ScopeServe},
 	}
 }
@@ -343,6 +349,23 @@ func (c *Config) finish(scope Scope) error {
 
 // UsesSQLite reports whether the store is the embedded SQLite file.
 func (c *Config) UsesSQLite() bool { return !strings.HasPrefix(c.DatabaseURL, "postgres") }
+
+// setSchedule reads the webhook retry schedule: 1 to 20 durations separated by commas.
+func setSchedule(c *Config, v string) error {
+	var out []time.Duration
+	for _, p := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration such as 5s or 10m", strings.TrimSpace(p))
+		}
+		out = append(out, d)
+	}
+	if len(out) > 20 {
+		return fmt.Errorf("at most 20 waits")
+	}
+	c.WebhookRetrySchedule = out
+	return nil
+}
 
 func setString(p func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *p(c) = v; return nil }

@@ -160,6 +160,14 @@ const (
 	// Billing and audit.
 	CodeAllProjectsRequired = "all_projects_key_required"
 
+	// issue 14: events, webhooks and post-call analysis.
+	CodeUnknownEventType     = "unknown_event_type"
+	CodeReceiverNotFound     = "webhook_receiver_not_found"
+	CodeDeliveryNotFound     = "webhook_delivery_not_found"
+	CodeInvalidWebhookURL    = "invalid_webhook_url"
+	CodeReceiverLimit        = "webhook_receiver_limit_reached"
+	CodeReceiverAgent        = "webhook_agent_not_found"
+	CodeConversationNotEnded = "conversation_not_ended"
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound       = "vault_secret_not_found"
 	CodeSecretNameTaken      = "vault_secret_name_taken"
@@ -259,6 +267,13 @@ var Codes = map[string]Code{
 
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
+	CodeUnknownEventType:     {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
+	CodeReceiverNotFound:     {404, "This key reaches no such webhook receiver (receivers made with a test key are seen by test keys only)."},
+	CodeDeliveryNotFound:     {404, "The receiver has no such delivery (kept 30 days)."},
+	CodeInvalidWebhookURL:    {422, "The receiver's url is not a public https address: another scheme, a host that does not resolve, or one that resolves to a loopback, private, link-local, CGNAT, multicast or unspecified address."},
+	CodeReceiverLimit:        {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
+	CodeReceiverAgent:        {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
+	CodeConversationNotEnded: {409, "The conversation has not ended yet; it is analyzed once it has."},
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound:       {404, "This key reaches no such vault secret (in the project)."},
 	CodeSecretNameTaken:      {409, "Another vault secret of the project has this name (names are compared ignoring case)."},

@@ -52,7 +52,8 @@ type Job struct {
 
 	lease     store.JobLease
 	now       func() time.Time
-	completed atomic.Bool // CompleteIn succeeded: the lease need not be extended any more
+	completed atomic.Bool // CompleteIn or RetryIn succeeded: the lease need not be extended any more
+	requeued  atomic.Bool // RetryIn succeeded: the worker records nothing more
 }
 
 func newJob(sj store.Job, now func() time.Time) *Job {
@@ -81,6 +82,25 @@ func (j *Job) CompleteIn(ctx context.Context, tx *store.Tx) error {
 		return err
 	}
 	j.completed.Store(true)
+	return nil
+}
+
+// RetryIn queues the job again for at inside tx, recording errText as this attempt's failure,
+// so that the handler's own writes in tx (what the attempt did, when the next one is due) and
+// the rescheduling commit together. It is for handlers that keep their own retry schedule (a
+// webhook delivery's, or a Retry-After) instead of the worker's backoff. If the job has no
+// attempt left it is dead instead. A lease lost meanwhile is an error wrapping ErrLeaseLost:
+// the handler must let tx roll back. The handler then returns nil; the worker records nothing
+// more.
+func (j *Job) RetryIn(ctx context.Context, tx *store.Tx, errText string, at time.Time) error {
+	if _, err := tx.FailJob(ctx, j.lease, errText, j.now(), &at); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("jobs: %s %s: %w: %w", j.Kind, j.ID, ErrLeaseLost, err)
+		}
+		return err
+	}
+	j.completed.Store(true)
+	j.requeued.Store(true)
 	return nil
 }
 

@@ -55,6 +55,11 @@ type Options struct {
 	// DrainTimeout is how long Run waits, once its ctx is cancelled, for the jobs in flight
 	// before it cancels their contexts (default 10 s).
 	DrainTimeout time.Duration
+	// ClaimBatch is how many slots must be free before a busy worker claims again when its
+	// last claim filled every slot (default 1: claim as soon as one frees). A larger batch
+	// makes fewer, larger claims under a backlog (one write transaction each); the poll
+	// still claims for fewer. Webhook deliveries use a quarter of Concurrency.
+	ClaimBatch int
 	// Backoff spaces the retries of failed jobs (default DefaultBackoff).
 	Backoff *Backoff
 	Log     *slog.Logger
@@ -132,6 +137,7 @@ func NewWorker(o Options) *Worker {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
+	o.ClaimBatch = min(max(o.ClaimBatch, 1), o.Concurrency)
 	if o.Backoff == nil {
 		o.Backoff = &DefaultBackoff
 	}
@@ -296,7 +302,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			mayHaveMore = err == nil && len(js) == free
 		}
-		w.wait(ctx, &wake, poll.C, freed, mayHaveMore, kinds)
+		w.wait(ctx, &wake, poll.C, freed, mayHaveMore, kinds, func() int { return cap(slots) - len(slots) })
 	}
 
 	drain := time.AfterFunc(w.o.DrainTimeout, stopHandlers)
@@ -308,8 +314,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // wait returns when the worker should look for jobs again: a wake-up for one of its kinds, the
-// poll, a freed slot when the last claim filled every slot, or ctx's end.
-func (w *Worker) wait(ctx context.Context, wake *<-chan bus.Message, poll <-chan time.Time, freed <-chan struct{}, mayHaveMore bool, kinds []string) {
+// poll, ClaimBatch freed slots when the last claim filled every slot, or ctx's end.
+func (w *Worker) wait(ctx context.Context, wake *<-chan bus.Message, poll <-chan time.Time, freed <-chan struct{}, mayHaveMore bool, kinds []string, free func() int) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -317,7 +323,7 @@ func (w *Worker) wait(ctx context.Context, wake *<-chan bus.Message, poll <-chan
 		case <-poll:
 			return
 		case <-freed:
-			if mayHaveMore {
+			if mayHaveMore && free() >= w.o.ClaimBatch {
 				return
 			}
 		case m, ok := <-*wake:
@@ -325,7 +331,7 @@ func (w *Worker) wait(ctx context.Context, wake *<-chan bus.Message, poll <-chan
 				*wake = nil // the bus closed; poll only
 				continue
 			}
-			if _, found := slices.BinarySearch(kinds, string(m.Payload)); found {
+			if _, found := slices.BinarySearch(kinds, string(m.Payload)); found && free() >= w.o.ClaimBatch {
 				w.wakeups.Add(1)
 				return
 			}
@@ -370,6 +376,9 @@ func (w *Worker) execute(hctx context.Context, j *Job) {
 	case lost:
 		w.leaseLost.Add(1)
 		log.WarnContext(rctx, "jobs: lost the job's lease while running it; another worker runs it again", "err", err)
+	case err == nil && j.requeued.Load():
+		w.retried.Add(1)
+		log.DebugContext(rctx, "jobs: the handler queued the job again")
 	case err == nil:
 		if cerr := w.o.Store.CompleteJob(rctx, j.lease, now); cerr != nil {
 			if errors.Is(cerr, store.ErrConflict) {

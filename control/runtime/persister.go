@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 )
@@ -49,6 +49,8 @@ type persister struct {
 
 	wake chan struct{}
 	done chan struct{} // closed once the end is stored
+
+	transcript transcriptBatcher // issue 14
 }
 
 func newPersister(rt *Runtime, conv store.Conversation) *persister {
@@ -225,7 +227,7 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 	statuses := p.statuses
 	p.mu.Unlock()
 	for i, sc := range statuses {
-		if _, err := p.rt.store.SetConversationStatus(ctx, p.conv.ID, sc.status, sc.at); err != nil {
+		if err := p.rt.setStatus(ctx, p.conv, sc.status, sc.at); err != nil { // issue 14: with conversation.started
 			p.mu.Lock()
 			p.statuses = p.statuses[i:]
 			p.mu.Unlock()
@@ -281,6 +283,10 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 		p.queue = p.queue[len(ready):]
 		p.mu.Unlock()
 		p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: top})
+		p.transcript.add(rows) // issue 14: conversation.transcript batches
+	}
+	if err := p.transcript.flush(ctx, p, ending); err != nil {
+		return false, err
 	}
 	if !ending {
 		return false, nil
@@ -354,30 +360,17 @@ func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation
 	data, _ := json.Marshal(EventData(ended))
 	_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
 		ConversationID: c.ID, AgentID: c.AgentID, Data: data})
-	return err
+	if err != nil {
+		return err
+	}
+	// issue 14: the whole transcript, and the post-call analysis, with the end.
+	if err := rt.finalTranscript(ctx, tx, ended); err != nil {
+		return err
+	}
+	return rt.enqueueAnalysis(ctx, tx, ended)
 }
 
-// EventData is the data of a conversation event: what it was and how it went. The start values,
-// metadata and phone numbers are included; receivers that must not see them drop them.
-func EventData(c store.Conversation) map[string]any {
-	d := map[string]any{
-		"conversation_id": c.ID, "agent_id": c.AgentID, "project_id": c.ProjectID, "channel": c.Channel,
-		"direction": c.Direction, "status": c.Status, "mode": c.Mode, "created_at": app.T(c.CreatedAt),
-	}
-	if c.EndReason != "" {
-		d["end_reason"] = c.EndReason
-	}
-	if !c.Outcome.IsZero() {
-		d["end_detail"] = c.Outcome.Detail
-	}
-	if c.EndedAt != nil {
-		d["ended_at"] = app.T(*c.EndedAt)
-	}
-	if c.ExternalID != "" {
-		d["external_id"] = c.ExternalID
-	}
-	if c.AgentVersion > 0 {
-		d["agent_version"] = c.AgentVersion
-	}
-	return d
-}
+// EventData is the data of a conversation event: the conversation as it is (issue 14: one
+// shape, events.ConversationData, for every conversation event). The start values, metadata
+// and phone numbers are included; receivers that must not see them get them stripped.
+func EventData(c store.Conversation) events.ConversationData { return events.ConversationOf(c) }

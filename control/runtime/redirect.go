@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -21,12 +22,26 @@ type Redirect struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// ConversationRedirected is the data of conversation.redirected (issue 14's catalogue): the
+// conversation and the redirect step.
+type ConversationRedirected struct {
+	events.ConversationData
+	Redirect Redirect `json:"redirect"`
+}
+
+// SchemaDoc describes the object in the document.
+func (ConversationRedirected) SchemaDoc() string {
+	return "An outbound call's conversation, with one step of its SIP redirects."
+}
+
+func init() {
+	events.Register("conversation.redirected", "An outbound call was redirected (SIP 3xx): one event per step, followed or refused, with the SIP status and the targets.", ConversationRedirected{})
+}
+
 // redirected records a redirect step on the conversation of l.
 func (rt *Runtime) redirected(l *live, r Redirect) {
 	c := l.conv
-	d := EventData(c)
-	d["redirect"] = r
-	data, _ := json.Marshal(d)
+	data, _ := json.Marshal(ConversationRedirected{ConversationData: EventData(c), Redirect: r})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := rt.store.Tx(ctx, func(tx *store.Tx) error {

@@ -206,8 +206,17 @@ func TestChat(t *testing.T) {
 	if org.CreditMicros != -got.CostMicros {
 		t.Fatalf("credit %d after a conversation costing %d", org.CreditMicros, got.CostMicros)
 	}
-	evs, _ := r.st.ListEvents(ctx, r.org.ID, store.ModeLive, "", 10)
-	if len(evs) != 1 || evs[0].Type != "conversation.ended" || evs[0].ConversationID != c.ID {
+	evs, _ := r.st.ListEvents(ctx, r.org.ID, store.ModeLive, "", 20)
+	var ended, final int // issue 14: transcript batches come too, and the whole transcript with the end
+	for _, e := range evs {
+		switch {
+		case e.Type == "conversation.ended" && e.ConversationID == c.ID:
+			ended++
+		case e.Type == "conversation.transcript" && strings.Contains(string(e.Data), `"final":true`):
+			final++
+		}
+	}
+	if ended != 1 || final != 1 {
 		t.Fatalf("events %+v", evs)
 	}
 	if _, err := rt.Send(ctx, c.ID, "Still there?", nil, nil); !errors.Is(err, ErrNotLive) && !errors.Is(err, ErrEnded) {

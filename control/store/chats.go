@@ -31,19 +31,11 @@ const chatCols = `chat_turns, chat_failures, chat_cost, chat_idle_seconds, chat_
 func scanChat(r rowScanner) (Conversation, ChatState, error) {
 	var c Conversation
 	var st ChatState
-	var version *int
-	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
-		nullTextCol[string]{&c.EndReason}, &c.ViaAPI, nullTextCol[string]{&c.ExternalID}, &c.Language,
-		nullTextCol[string]{&c.FromNumber}, nullTextCol[string]{&c.ToNumber}, nullTextCol[PhoneNumberID]{&c.PhoneNumberID},
-		jsonCol{&c.Metadata}, jsonCol{&c.Variables}, jsonCol{&c.Turns}, jsonCol{&c.Cost}, &c.CostMicros,
-		nullTextCol[string]{&c.OwnerNode}, nullTextCol[string]{&c.Recording}, &c.LastSeq,
-		timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.RingingAt}, nullTimeCol{&c.StartedAt},
-		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt},
-		&st.Turns, &st.LLMFailures, jsonCol{&st.Cost}, &st.IdleSeconds, nullTimeCol{&st.IdleAt},
+	dest, finish := conversationDest(&c)
+	dest = append(dest, &st.Turns, &st.LLMFailures, jsonCol{&st.Cost}, &st.IdleSeconds, nullTimeCol{&st.IdleAt},
 		nullTextCol[string]{&st.Lease}, nullTimeCol{&st.LeaseUntil}, &st.Messages)
-	if version != nil {
-		c.AgentVersion = *version
-	}
+	err := r.Scan(dest...)
+	finish()
 	return c, st, err
 }
 

@@ -66,6 +66,11 @@ type Conversation struct {
 	StartedAt     *time.Time
 	EndedAt       *time.Time
 	DeletedAt     *time.Time
+	// issue 14: the post-call analysis and the collected values (objects; nil until worked
+	// out), and when they were.
+	Analysis   json.RawMessage
+	Collected  json.RawMessage
+	AnalyzedAt *time.Time
 }
 
 // CallOutcome is how a call leg ended, as the SIP signalling said it: the final status of an
@@ -106,28 +111,40 @@ type ConversationFilter struct {
 const convCols = `id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, end_reason, via_api,
 	external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, cost_micros,
 	owner_node, recording, last_seq, created_at, updated_at, ringing_at, started_at, ended_at, deleted_at,
-	end_sip_status, end_q850_cause, end_detail`
+	end_sip_status, end_q850_cause, end_detail, analysis, collected, analyzed_at`
 
 func scanConversation(r rowScanner) (Conversation, error) {
 	var c Conversation
+	dest, finish := conversationDest(&c)
+	err := r.Scan(dest...)
+	finish()
+	return c, err
+}
+
+// conversationDest is the scan destinations of convCols, in order, and what to do after the
+// scan. Every query that selects convCols (with more columns after them) scans through it, so
+// a column added to convCols is read everywhere at once.
+func conversationDest(c *Conversation) ([]any, func()) {
 	var version, sipStatus, q850 *int
-	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
+	dest := []any{&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &version, &c.Channel, &c.Direction, &c.Mode, &c.Status,
 		nullTextCol[string]{&c.EndReason}, &c.ViaAPI, nullTextCol[string]{&c.ExternalID}, &c.Language,
 		nullTextCol[string]{&c.FromNumber}, nullTextCol[string]{&c.ToNumber}, nullTextCol[PhoneNumberID]{&c.PhoneNumberID},
 		jsonCol{&c.Metadata}, jsonCol{&c.Variables}, jsonCol{&c.Turns}, jsonCol{&c.Cost}, &c.CostMicros,
 		nullTextCol[string]{&c.OwnerNode}, nullTextCol[string]{&c.Recording}, &c.LastSeq,
 		timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.RingingAt}, nullTimeCol{&c.StartedAt},
-		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt}, &sipStatus, &q850, nullTextCol[string]{&c.Outcome.Detail})
-	if sipStatus != nil {
-		c.Outcome.SIPStatus = *sipStatus
+		nullTimeCol{&c.EndedAt}, nullTimeCol{&c.DeletedAt}, &sipStatus, &q850, nullTextCol[string]{&c.Outcome.Detail},
+		nullJSONCol{&c.Analysis}, nullJSONCol{&c.Collected}, nullTimeCol{&c.AnalyzedAt}}
+	return dest, func() {
+		if sipStatus != nil {
+			c.Outcome.SIPStatus = *sipStatus
+		}
+		if q850 != nil {
+			c.Outcome.Q850Cause = *q850
+		}
+		if version != nil {
+			c.AgentVersion = *version
+		}
 	}
-	if q850 != nil {
-		c.Outcome.Q850Cause = *q850
-	}
-	if version != nil {
-		c.AgentVersion = *version
-	}
-	return c, err
 }
 
 // NewConversationID returns a fresh conversation id (a UUIDv7), for callers that must name a
@@ -421,4 +438,26 @@ func (q *Queries) TouchConversation(ctx context.Context, id ConversationID, at t
 	_, err := q.exec(ctx, "touch conversation", `UPDATE conversations SET updated_at = $2 WHERE id = $1 AND status <> 'ended'`,
 		string(id), ts(normTime(at)))
 	return err
+}
+
+// SetConversationAnalysis stores what the post-call analysis worked out (issue 14): the
+// analysis and the collected values (objects; nil leaves one as it is).
+func (q *Queries) SetConversationAnalysis(ctx context.Context, id ConversationID, analysis, collected json.RawMessage, at time.Time) error {
+	var a, c any
+	if analysis != nil {
+		if !isJSONObject(analysis) {
+			return fmt.Errorf("store: %w: analysis is not a JSON object", ErrInvalid)
+		}
+		a = string(analysis)
+	}
+	if collected != nil {
+		if !isJSONObject(collected) {
+			return fmt.Errorf("store: %w: collected is not a JSON object", ErrInvalid)
+		}
+		c = string(collected)
+	}
+	res, err := q.exec(ctx, "set conversation analysis",
+		`UPDATE conversations SET analysis = COALESCE($2, analysis), collected = COALESCE($3, collected), analyzed_at = $4, updated_at = $4
+		WHERE id = $1 AND deleted_at IS NULL`, string(id), a, c, ts(normTime(at)))
+	return affectedOne(res, err, "conversation", id)
 }

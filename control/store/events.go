@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -50,7 +51,53 @@ func (q *Queries) InsertEvent(ctx context.Context, e Event) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	// issue 14: the deliveries to the receivers that hear it commit with it.
+	if err := q.fanOut(ctx, e); err != nil {
+		return Event{}, err
+	}
 	return e, nil
+}
+
+// EventFilter narrows a list of events.
+type EventFilter struct {
+	Types          []string // any of these; none: every type
+	ConversationID ConversationID
+	CreatedAfter   *time.Time // created at or after
+	CreatedBefore  *time.Time // created before
+}
+
+// Events is the repository of a caller's events: the scope's organization, projects and mode.
+type Events struct{ q *Queries }
+
+// Events returns the event repository.
+func (q *Queries) Events() Events { return Events{q} }
+
+// List returns the scope's events that f selects, newest first, paged like every list.
+func (r Events) List(ctx context.Context, sc Scope, f EventFilter, pg Page) ([]Event, error) {
+	b := newSel(`SELECT `+eventCols+` FROM events`).scope(sc, "org_id", "project_id", "mode")
+	if len(f.Types) > 0 {
+		ph := make([]string, len(f.Types))
+		for i, t := range f.Types {
+			ph[i] = b.arg(t)
+		}
+		b.where = append(b.where, "type IN ("+strings.Join(ph, ", ")+")")
+	}
+	if f.ConversationID != "" {
+		b.id("conversation_id", string(f.ConversationID))
+	}
+	if f.CreatedAfter != nil {
+		b.cond("created_at >= ?", ts(*f.CreatedAfter))
+	}
+	if f.CreatedBefore != nil {
+		b.cond("created_at < ?", ts(*f.CreatedBefore))
+	}
+	return many(ctx, r.q, "list events", b, b.page("id", pg, true), scanEvent)
+}
+
+// Get returns the scope's event with id, or ErrNotFound.
+func (r Events) Get(ctx context.Context, sc Scope, id EventID) (Event, error) {
+	b := newSel(`SELECT `+eventCols+` FROM events`).scope(sc, "org_id", "project_id", "mode").id("id", string(id))
+	return one(ctx, r.q, "get event", b, scanEvent)
 }
 
 // ListEvents returns an organization's events of a mode, oldest first, after afterID.

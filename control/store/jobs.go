@@ -136,6 +136,9 @@ func (q *Queries) EnqueueJob(ctx context.Context, nj NewJob) (Job, bool, error) 
 			func(r rowScanner) (err error) { j, err = scanJob(r); return err })
 		if err == nil {
 			created = true
+			if !j.NextAttemptAt.After(j.CreatedAt) {
+				q.noteEnqueued(j.Kind)
+			}
 			return nil
 		}
 		if !isNotFound(err) || nj.DedupeKey == "" {
@@ -246,15 +249,33 @@ func (q *Queries) ClaimJobs(ctx context.Context, c ClaimJobs) ([]Job, error) {
 				return err
 			}
 		}
-		var err error
-		out, err = list(ctx, q, "claim jobs",
-			`UPDATE jobs SET state = 'running', lease_owner = $3, lease_expires_at = $2, attempts = attempts + 1, updated_at = $1
-			WHERE id IN (SELECT id FROM jobs
-				WHERE ((state = 'queued' AND next_attempt_at <= $1) OR (state = 'running' AND lease_expires_at <= $1 AND attempts < max_attempts))
-					AND `+claimKinds+`
-				ORDER BY next_attempt_at, id LIMIT $4 `+q.s.d.skipLocked+`)
-			RETURNING `+jobCols, claimArgs, scanJob)
-		return err
+		// Two claims, each a range of its own index (an OR of the two would scan the whole
+		// table, done rows included, on every claim): first the jobs whose lease ran out, then
+		// the queued ones that are due, oldest first (jobs_due_order), up to the limit.
+		claim := func(cond string, n int) ([]Job, error) {
+			args := slices.Clone(claimArgs)
+			args[3] = n
+			return list(ctx, q, "claim jobs",
+				`UPDATE jobs SET state = 'running', lease_owner = $3, lease_expires_at = $2, attempts = attempts + 1, updated_at = $1
+				WHERE id IN (SELECT id FROM jobs WHERE `+cond+` AND `+claimKinds+`
+					ORDER BY next_attempt_at, id LIMIT $4 `+q.s.d.skipLocked+`)
+				RETURNING `+jobCols, args, scanJob)
+		}
+		if lapsed {
+			got, err := claim(`state = 'running' AND lease_expires_at <= $1 AND attempts < max_attempts`, limit)
+			if err != nil {
+				return err
+			}
+			out = got
+		}
+		if due && len(out) < limit {
+			got, err := claim(`state = 'queued' AND next_attempt_at <= $1`, limit-len(out))
+			if err != nil {
+				return err
+			}
+			out = append(out, got...)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

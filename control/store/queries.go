@@ -19,6 +19,10 @@ type Queries struct {
 	db   execer
 	s    *Store
 	inTx bool
+	// enqueued names the job kinds a Tx enqueued, announced once it commits (see
+	// Store.OnEnqueue); nil outside a Tx.
+	enqueued *[]string
+	sqlTx    *sql.Tx // the Tx's, for its prepared statements; nil outside a Tx
 }
 
 // execer is what *sql.DB and *sql.Tx have in common.
@@ -45,7 +49,15 @@ func (q *Queries) exec(ctx context.Context, op, query string, args ...any) (sql.
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
-	res, err := q.db.ExecContext(ctx, q.s.d.rebind(query), args...)
+	query = q.s.d.rebind(query)
+	var res sql.Result
+	var err error
+	if st, release := q.prepared(ctx, query); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+		release()
+	} else {
+		res, err = q.db.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, q.s.wrap(op, err)
 	}
@@ -57,7 +69,16 @@ func (q *Queries) get(ctx context.Context, op, query string, args []any, scan fu
 	if err := q.ready(ctx); err != nil {
 		return err
 	}
-	if err := scan(q.db.QueryRowContext(ctx, q.s.d.rebind(query), args...)); err != nil {
+	query = q.s.d.rebind(query)
+	var row *sql.Row
+	st, release := q.prepared(ctx, query)
+	if st != nil {
+		row = st.QueryRowContext(ctx, args...)
+		defer release()
+	} else {
+		row = q.db.QueryRowContext(ctx, query, args...)
+	}
+	if err := scan(row); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("store: %s: %w", op, ErrNotFound)
 		}
@@ -71,7 +92,15 @@ func list[T any](ctx context.Context, q *Queries, op, query string, args []any, 
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := q.db.QueryContext(ctx, q.s.d.rebind(query), args...)
+	query = q.s.d.rebind(query)
+	var rows *sql.Rows
+	var err error
+	if st, release := q.prepared(ctx, query); st != nil {
+		defer release()
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = q.db.QueryContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, q.s.wrap(op, err)
 	}

@@ -65,6 +65,8 @@ type Store struct {
 	now        func() time.Time
 	migrations []migration
 	migrated   atomic.Bool // the schema was found current once; later calls skip the check
+	onEnqueue  func(kind string)
+	stmts      stmtCache // SQLite's prepared statements
 
 	closeOnce sync.Once
 	closeErr  error
@@ -232,7 +234,11 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the pool. It is safe to call more than once; later calls return the first result.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		s.stmts.close()
+		s.closeErr = s.db.Close()
+		s.stmts.wg.Wait() // background prepares end once the pool is closed
+	})
 	return s.closeErr
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -64,7 +65,8 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 	if err != nil {
 		return s.wrap("begin transaction", err)
 	}
-	tx := &Tx{Queries: &Queries{db: sqlTx, s: s, inTx: true}, tx: sqlTx}
+	var enqueued []string
+	tx := &Tx{Queries: &Queries{db: sqlTx, s: s, inTx: true, enqueued: &enqueued, sqlTx: sqlTx}, tx: sqlTx}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = sqlTx.Rollback()
@@ -80,5 +82,33 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 	if err := sqlTx.Commit(); err != nil {
 		return s.wrap("commit", err)
 	}
+	s.announce(enqueued...)
 	return nil
+}
+
+// OnEnqueue sets fn to be told the kind of every job enqueued, once it can be claimed: at
+// once for an enqueue on the Store, after the commit for one on a Tx (the Tx of an event
+// records its webhook deliveries, say). It wakes the workers, so that work enqueued by any
+// change starts without waiting for a poll. fn must not block. Set it before use.
+func (s *Store) OnEnqueue(fn func(kind string)) { s.onEnqueue = fn }
+
+// announce tells OnEnqueue's fn of each kind once.
+func (s *Store) announce(kinds ...string) {
+	if s.onEnqueue == nil {
+		return
+	}
+	for i, k := range kinds {
+		if !slices.Contains(kinds[:i], k) {
+			s.onEnqueue(k)
+		}
+	}
+}
+
+// noteEnqueued records that q enqueued a job of kind due now.
+func (q *Queries) noteEnqueued(kind string) {
+	if q.enqueued != nil {
+		*q.enqueued = append(*q.enqueued, kind)
+		return
+	}
+	q.s.announce(kind)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/store"
@@ -98,6 +99,11 @@ func StoreConversation(ctx context.Context, st *store.Store, act app.Actor, conv
 		created, err := tx.CreateConversation(ctx, conv)
 		if err != nil {
 			return store.Conversation{}, err
+		}
+		if created.Status == store.ConvInProgress { // issue 14: a chat starts in progress
+			if _, err := events.Emit(ctx, tx, events.Of(events.ConversationStarted, created), events.ConversationOf(created)); err != nil {
+				return store.Conversation{}, err
+			}
 		}
 		return created, au.Record(action, "conversation", string(created.ID), created.ProjectID, data)
 	})

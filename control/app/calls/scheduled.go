@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jsoncheck"
 	"github.com/parley-voice/parley/control/store"
@@ -239,7 +240,7 @@ func (s *Service) DialDue(ctx context.Context, worker string) (int, error) {
 	placed := 0
 	for _, sc := range leased {
 		status, code, reason, retry := s.dialScheduled(ctx, sc)
-		if err := s.Store.FinishScheduledCall(ctx, sc.ID, worker, status, code, reason, s.now(), retry); err != nil {
+		if err := s.finish(ctx, sc, worker, status, code, reason, retry); err != nil {
 			s.log().WarnContext(ctx, "scheduled call: cannot record how it went", "scheduled_call", sc.ID, "status", status, "err", err)
 			continue
 		}
@@ -248,6 +249,30 @@ func (s *Service) DialDue(ctx context.Context, worker string) (int, error) {
 		}
 	}
 	return placed, nil
+}
+
+// finish records how a leased call went and, once placed or failed, its event
+// (scheduled_call.placed or scheduled_call.failed, issue 14), in one transaction.
+func (s *Service) finish(ctx context.Context, sc store.ScheduledCall, worker, status, code, reason string, retry *time.Time) error {
+	return s.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.FinishScheduledCall(ctx, sc.ID, worker, status, code, reason, s.now(), retry); err != nil {
+			return err
+		}
+		typ := map[string]string{store.ScheduledPlaced: EventScheduledPlaced, store.ScheduledFailed: EventScheduledFailed}[status]
+		if typ == "" {
+			return nil
+		}
+		now, err := tx.ScheduledCalls().Get(ctx, store.OrgScope(sc.OrgID), sc.ID)
+		if err != nil {
+			return err
+		}
+		e := store.Event{OrgID: now.OrgID, ProjectID: now.ProjectID, Mode: now.Mode, Type: typ, AgentID: now.AgentID}
+		if status == store.ScheduledPlaced {
+			e.ConversationID = now.ConversationID
+		}
+		_, err = events.Emit(ctx, tx, e, ViewScheduled(now))
+		return err
+	})
 }
 
 func (s *Service) log() *slog.Logger {

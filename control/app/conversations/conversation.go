@@ -39,6 +39,10 @@ type Conversation struct {
 	DurationSeconds *float64        `json:"duration_seconds" doc:"From started_at to ended_at." jsonschema:"nullable"`
 	Turns           []TurnMetrics   `json:"turns" doc:"Per-turn latency metrics of a voice conversation, written when it ends."`
 	HasRecording    bool            `json:"has_recording"`
+	// issue 14: the post-call analysis.
+	Analysis   json.RawMessage `json:"analysis" doc:"The post-call analysis (an object fitting the agent's analysis_schema); null until done, or when the agent's analysis is off." jsonschema:"type=object,nullable"`
+	Collected  json.RawMessage `json:"collected" doc:"What the agent collected (an object fitting its collected_schema), worked out once the conversation ended; null until then, or when it collects nothing." jsonschema:"type=object,nullable"`
+	AnalyzedAt *app.Time       `json:"analyzed_at" doc:"When analysis and collected were last worked out (POST …/analysis runs it again)." jsonschema:"nullable"`
 }
 
 // EndDetail is how a call leg ended, as the SIP signalling said it (issue 22).
@@ -140,7 +144,8 @@ func View(c store.Conversation) Conversation {
 		ExternalID: nullable(c.ExternalID), Language: c.Language, FromNumber: nullable(c.FromNumber), ToNumber: nullable(c.ToNumber),
 		PhoneNumberID: nullable(string(c.PhoneNumberID)), Metadata: OrEmpty(c.Metadata), Variables: OrEmpty(c.Variables),
 		CreatedAt: app.T(c.CreatedAt), RingingAt: app.TP(c.RingingAt), StartedAt: app.TP(c.StartedAt), EndedAt: app.TP(c.EndedAt),
-		Turns: viewTurns(c.Turns), HasRecording: c.Recording != ""}
+		Turns: viewTurns(c.Turns), HasRecording: c.Recording != "",
+		Analysis: orNull(c.Analysis), Collected: orNull(c.Collected), AnalyzedAt: app.TP(c.AnalyzedAt)}
 	if c.AgentVersion > 0 {
 		n := c.AgentVersion
 		v.AgentVersion = &n
@@ -248,4 +253,12 @@ func nonZero(n int) *int {
 		return nil
 	}
 	return &n
+}
+
+// orNull is raw, or JSON null when it is empty.
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
 }

@@ -55,8 +55,9 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"WhatsApp", testWhatsApp}, // issue 19
 	}
 	tests = append(tests, jobsTests...)
-	tests = append(tests, vaultTests...) // issue 17
-	tests = append(tests, toolsTests...) // issue 17
+	tests = append(tests, webhookTests...) // issue 14
+	tests = append(tests, vaultTests...)   // issue 17
+	tests = append(tests, toolsTests...)   // issue 17
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

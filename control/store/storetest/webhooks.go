@@ -1,0 +1,324 @@
+package storetest
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/secrets"
+	"github.com/parley-voice/parley/control/store"
+)
+
+// issue 14: webhook receivers, the fan-out of events into deliveries, attempts and events.
+var webhookTests = []struct {
+	name string
+	fn   func(*testing.T, Opener)
+}{
+	{"WebhookReceivers", testWebhookReceivers},
+	{"WebhookFanOut", testWebhookFanOut},
+	{"WebhookDeliveries", testWebhookDeliveries},
+	{"EventsList", testEventsList},
+}
+
+func hooksBox(t *testing.T) *secrets.Box {
+	key := make([]byte, secrets.KeySize)
+	for i := range key {
+		key[i] = byte(i + 1)
+	}
+	b, err := secrets.NewBox(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func liveScope(w agentWorld) store.Scope {
+	return store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeLive}
+}
+
+func testWebhookReceivers(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live, test := liveScope(w), store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}
+	narrow := store.Scope{Org: w.org.ID, Projects: []store.ProjectID{w.p2.ID}, Mode: store.ModeLive}
+	r := must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive,
+		URL: "https://hooks.example.com/a", IncludeValues: true, Secret: "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}))
+	if r.Events != nil || len(r.AgentIDs) != 0 || r.SecretSealed == "" || r.SecretSealed == "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0" {
+		t.Fatalf("created %+v", r)
+	}
+	got := must[store.Receiver](t, "Get")(w.s.Receivers().Get(ctx, live, r.ID))
+	sameJSON(t, "read back", got, r)
+	secs := must[[]string](t, "Secrets")(got.Secrets(box, time.Now()))
+	if !slices.Equal(secs, []string{"whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}) {
+		t.Fatalf("secrets %v", secs)
+	}
+	// The other mode and a project outside the reach see nothing.
+	for name, sc := range map[string]store.Scope{"test mode": test, "other project": narrow, "other org": store.OrgScope(newOrg(t, w.s, "Other").ID)} {
+		if _, err := w.s.Receivers().Get(ctx, sc, r.ID); err == nil {
+			t.Fatalf("%s reads the receiver", name)
+		}
+		if l, _ := w.s.Receivers().List(ctx, sc, "", store.Page{Limit: 10}); len(l) != 0 {
+			t.Fatalf("%s lists %d receivers", name, len(l))
+		}
+	}
+	_, err := w.s.Receivers().Create(ctx, box, narrow, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_x"})
+	wantErr(t, "create outside the reach", err, store.ErrNotFound)
+	// Ten per project, both modes together.
+	for i := 1; i < store.MaxReceiversPerProject; i++ {
+		mode, sc := store.ModeLive, live
+		if i%2 == 0 {
+			mode, sc = store.ModeTest, test
+		}
+		must[store.Receiver](t, "Create more")(w.s.Receivers().Create(ctx, box, sc, store.NewReceiver{ProjectID: w.p1.ID, Mode: mode, URL: "https://x.example", Secret: "whsec_x"}))
+	}
+	_, err = w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_x"})
+	wantErr(t, "an 11th", err, store.ErrFull)
+	must[store.Receiver](t, "another project")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p2.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_x"}))
+	// Update, rotate, disable, enable, delete.
+	evs := []string{"conversation.ended"}
+	agents := []store.AgentID{"0190a6f0-0000-7000-8000-0000000000aa"}
+	no := false
+	u := must[store.Receiver](t, "Update")(w.s.Receivers().Update(ctx, live, r.ID, store.ReceiverChange{Events: &evs, AgentIDs: &agents, IncludeValues: &no}))
+	if !slices.Equal(u.Events, evs) || len(u.AgentIDs) != 1 || u.IncludeValues {
+		t.Fatalf("updated %+v", u)
+	}
+	var back []string
+	u = must[store.Receiver](t, "Update back")(w.s.Receivers().Update(ctx, live, r.ID, store.ReceiverChange{Events: &back}))
+	if u.Events != nil {
+		t.Fatalf("events back to the default: %v", u.Events)
+	}
+	until := time.Now().Add(time.Hour)
+	rot := must[store.Receiver](t, "Rotate")(w.s.Receivers().Rotate(ctx, box, live, r.ID, "whsec_bmV3bmV3bmV3bmV3bmV3bmV3bmV3bmV3", until))
+	secs = must[[]string](t, "Secrets after rotation")(rot.Secrets(box, time.Now()))
+	if !slices.Equal(secs, []string{"whsec_bmV3bmV3bmV3bmV3bmV3bmV3bmV3bmV3", "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}) {
+		t.Fatalf("secrets during the overlap %v", secs)
+	}
+	if secs = must[[]string](t, "Secrets after the overlap")(rot.Secrets(box, until.Add(time.Second))); len(secs) != 1 {
+		t.Fatalf("secrets after the overlap %v", secs)
+	}
+	if _, err := w.s.Receivers().Rotate(ctx, box, test, r.ID, "whsec_x", until); err == nil {
+		t.Fatal("a test scope rotated a live receiver")
+	}
+	if err := w.s.DisableReceiver(ctx, r.ID, "answered 410 Gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	d := must[store.Receiver](t, "Get disabled")(w.s.Receivers().Get(ctx, live, r.ID))
+	if d.DisabledAt == nil || d.DisabledReason != "answered 410 Gone" || d.Hears("conversation.ended", "") {
+		t.Fatalf("disabled %+v", d)
+	}
+	e := must[store.Receiver](t, "Enable")(w.s.Receivers().Update(ctx, live, r.ID, store.ReceiverChange{Enable: true}))
+	if e.DisabledAt != nil {
+		t.Fatal("still disabled")
+	}
+	if _, err := w.s.Receivers().Delete(ctx, test, r.ID); err == nil {
+		t.Fatal("a test scope deleted a live receiver")
+	}
+	must[store.Receiver](t, "Delete")(w.s.Receivers().Delete(ctx, live, r.ID))
+	_, err = w.s.Receivers().Get(ctx, live, r.ID)
+	wantErr(t, "deleted", err, store.ErrNotFound)
+}
+
+func testWebhookFanOut(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live, test := liveScope(w), store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}
+	agentA, agentB := store.AgentID("0190a6f0-0000-7000-8000-0000000000aa"), store.AgentID("0190a6f0-0000-7000-8000-0000000000bb")
+	mk := func(sc store.Scope, mode store.Mode, p store.ProjectID, events []string, agents []store.AgentID) store.Receiver {
+		return must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, sc, store.NewReceiver{ProjectID: p, Mode: mode,
+			URL: "https://x.example", Events: events, AgentIDs: agents, Secret: "whsec_x"}))
+	}
+	def := mk(live, store.ModeLive, w.p1.ID, nil, nil)
+	transcripts := mk(live, store.ModeLive, w.p1.ID, []string{"conversation.transcript"}, nil)
+	onlyB := mk(live, store.ModeLive, w.p1.ID, []string{"conversation.ended"}, []store.AgentID{agentB})
+	testMode := mk(test, store.ModeTest, w.p1.ID, nil, nil)
+	otherProject := mk(live, store.ModeLive, w.p2.ID, nil, nil)
+	disabled := mk(live, store.ModeLive, w.p1.ID, nil, nil)
+	if err := w.s.DisableReceiver(ctx, disabled.ID, "gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	w.s.OnEnqueue(func(k string) { kinds = append(kinds, k) })
+	defer w.s.OnEnqueue(nil)
+	emit := func(typ string, agent store.AgentID, mode store.Mode) store.Event {
+		var e store.Event
+		before := len(kinds)
+		err := w.s.Tx(ctx, func(tx *store.Tx) (err error) {
+			e, err = tx.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: mode, Type: typ, AgentID: agent})
+			if len(kinds) != before {
+				t.Error("the enqueue was announced before the commit")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	emit("conversation.ended", agentA, store.ModeLive)
+	if !slices.Equal(kinds, []string{store.WebhookDeliverKind}) {
+		t.Fatalf("announced %v after the commit", kinds)
+	}
+	emit("conversation.ended", agentB, store.ModeLive)
+	emit("conversation.transcript", agentA, store.ModeLive)
+	emit("conversation.ended", agentA, store.ModeTest)
+	emit("webhook.test", agentA, store.ModeLive) // never fanned out
+	count := func(r store.Receiver, sc store.Scope) []string {
+		ds := must[[]store.Delivery](t, "ListDeliveries")(w.s.Receivers().ListDeliveries(ctx, sc, r.ID, store.DeliveryFilter{}, store.Page{Limit: 50}))
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.EventType+"/"+d.Status)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		r    store.Receiver
+		sc   store.Scope
+		want []string
+	}{
+		{"default set: both ends, no transcript", def, live, []string{"conversation.ended/pending", "conversation.ended/pending"}},
+		{"opted into transcripts only", transcripts, live, []string{"conversation.transcript/pending"}},
+		{"agent filter", onlyB, live, []string{"conversation.ended/pending"}},
+		{"test mode hears test events only", testMode, test, []string{"conversation.ended/pending"}},
+		{"other project", otherProject, live, nil},
+		{"disabled", disabled, live, nil},
+	} {
+		if got := count(c.r, c.sc); !slices.Equal(got, c.want) {
+			t.Errorf("%s: deliveries %v, want %v", c.name, got, c.want)
+		}
+	}
+	jobs := must[[]store.Job](t, "ListJobs")(w.s.ListJobs(ctx, store.JobFilter{Kind: store.WebhookDeliverKind, Limit: 100}))
+	if len(jobs) != 5 {
+		t.Fatalf("%d delivery jobs, want one per delivery (5)", len(jobs))
+	}
+	// A rolled-back event leaves no delivery and no job.
+	_ = w.s.Tx(ctx, func(tx *store.Tx) error {
+		_, _ = tx.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive, Type: "conversation.ended"})
+		return store.ErrConflict
+	})
+	if got := count(def, live); len(got) != 2 {
+		t.Fatalf("a rolled-back event made deliveries: %v", got)
+	}
+}
+
+func testWebhookDeliveries(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live := liveScope(w)
+	mk := func() store.Receiver {
+		return must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"}))
+	}
+	r1, r2 := mk(), mk()
+	e := must[store.Event](t, "event")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive,
+		Type: "conversation.ended", Data: json.RawMessage(`{"id": "x"}`)}))
+	ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r1.ID, store.DeliveryFilter{}, store.Page{Limit: 10}))
+	if len(ds) != 1 || len(ds[0].AttemptList) != 0 {
+		t.Fatalf("deliveries %+v", ds)
+	}
+	d := ds[0]
+	snd := must[store.Sending](t, "GetSending")(w.s.GetSending(ctx, d.ID))
+	if snd.Receiver.ID != r1.ID || snd.Event.ID != e.ID || string(snd.Event.Data) == "" || snd.Delivery.Status != store.DeliveryPending {
+		t.Fatalf("sending %+v", snd)
+	}
+	next := time.Now().Add(5 * time.Second)
+	d2 := must[store.Delivery](t, "RecordAttempt")(w.s.RecordAttempt(ctx, d.ID, store.AttemptOutcome{
+		Attempt: store.DeliveryAttempt{At: time.Now(), StatusCode: 500, DurationMS: 12, Body: "\x00\xff" + strings.Repeat("b", 5000), Error: "answered 500"},
+		Status:  store.DeliveryPending, NextAt: &next}))
+	if d2.Attempts != 1 || d2.LastStatusCode != 500 || d2.Status != store.DeliveryPending {
+		t.Fatalf("after a failed attempt %+v", d2)
+	}
+	must[store.Delivery](t, "RecordAttempt ok")(w.s.RecordAttempt(ctx, d.ID, store.AttemptOutcome{
+		Attempt: store.DeliveryAttempt{At: time.Now(), StatusCode: 204, DurationMS: 3}, Status: store.DeliveryDelivered}))
+	ds = must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r1.ID, store.DeliveryFilter{Status: store.DeliveryDelivered}, store.Page{Limit: 10}))
+	if len(ds) != 1 || ds[0].Attempts != 2 || len(ds[0].AttemptList) != 2 || ds[0].DeliveredAt == nil ||
+		len(ds[0].AttemptList[0].Body) != store.MaxAttemptBody || ds[0].AttemptList[1].StatusCode != 204 {
+		t.Fatalf("delivered %+v", ds)
+	}
+	if ds = must[[]store.Delivery](t, "list pending")(w.s.Receivers().ListDeliveries(ctx, live, r1.ID, store.DeliveryFilter{Status: store.DeliveryPending}, store.Page{Limit: 10})); len(ds) != 0 {
+		t.Fatalf("pending %+v", ds)
+	}
+	// Resend: same delivery, pending again, one more job; another receiver's delivery is not found.
+	re := must[store.Delivery](t, "Resend")(w.s.Receivers().Resend(ctx, live, r1.ID, d.ID))
+	if re.ID != d.ID || re.Status != store.DeliveryPending {
+		t.Fatalf("resent %+v", re)
+	}
+	_, err := w.s.Receivers().Resend(ctx, live, r2.ID, d.ID)
+	wantErr(t, "resend through another receiver", err, store.ErrNotFound)
+	_, err = w.s.Receivers().Resend(ctx, store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}, r1.ID, d.ID)
+	wantErr(t, "resend from the other mode", err, store.ErrNotFound)
+	jobs := must[[]store.Job](t, "ListJobs")(w.s.ListJobs(ctx, store.JobFilter{Kind: store.WebhookDeliverKind, Limit: 100}))
+	var once int
+	for _, j := range jobs {
+		id, o, err := store.DeliveryIDOf(j.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == d.ID && o {
+			once++
+		}
+	}
+	if len(jobs) != 3 || once != 1 {
+		t.Fatalf("%d jobs (%d resends), want 3 (1)", len(jobs), once)
+	}
+	// Deleting the receiver drops its deliveries: the job finds nothing to send.
+	must[store.Receiver](t, "Delete")(w.s.Receivers().Delete(ctx, live, r1.ID))
+	_, err = w.s.GetSending(ctx, d.ID)
+	wantErr(t, "sending of a deleted receiver", err, store.ErrNotFound)
+}
+
+func testEventsList(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	conv := store.ConversationID("0190a6f0-0000-7000-8000-0000000000cc")
+	var ids []store.EventID
+	for i, typ := range []string{"conversation.started", "conversation.ended", "conversation.analyzed"} {
+		p := w.p1.ID
+		if i == 2 {
+			p = w.p2.ID
+		}
+		e := must[store.Event](t, "insert")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: p, Mode: store.ModeLive, Type: typ, ConversationID: conv}))
+		ids = append(ids, e.ID)
+	}
+	must[store.Event](t, "test")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeTest, Type: "conversation.ended"}))
+	list := func(sc store.Scope, f store.EventFilter) []store.EventID {
+		es := must[[]store.Event](t, "List")(w.s.Events().List(ctx, sc, f, store.Page{Limit: 10}))
+		var out []store.EventID
+		for _, e := range es {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	live := liveScope(w)
+	if got := list(live, store.EventFilter{}); !slices.Equal(got, []store.EventID{ids[2], ids[1], ids[0]}) {
+		t.Fatalf("newest first: %v", got)
+	}
+	if got := list(live, store.EventFilter{Types: []string{"conversation.ended", "conversation.started"}}); !slices.Equal(got, []store.EventID{ids[1], ids[0]}) {
+		t.Fatalf("by type: %v", got)
+	}
+	if got := list(live, store.EventFilter{ConversationID: "0190a6f0-0000-7000-8000-0000000000dd"}); len(got) != 0 {
+		t.Fatalf("other conversation: %v", got)
+	}
+	if got := list(store.Scope{Org: w.org.ID, Projects: []store.ProjectID{w.p2.ID}, Mode: store.ModeLive}, store.EventFilter{ConversationID: conv}); !slices.Equal(got, []store.EventID{ids[2]}) {
+		t.Fatalf("one project: %v", got)
+	}
+	if got := list(store.Scope{Org: w.org.ID, AllProjects: true, Mode: store.ModeTest}, store.EventFilter{}); len(got) != 1 {
+		t.Fatalf("test mode sees %d events", len(got))
+	}
+	future := time.Now().Add(time.Hour)
+	if got := list(live, store.EventFilter{CreatedAfter: &future}); len(got) != 0 {
+		t.Fatalf("created after: %v", got)
+	}
+	es := must[[]store.Event](t, "page")(w.s.Events().List(ctx, live, store.EventFilter{}, store.Page{Limit: 1, After: string(ids[2])}))
+	if len(es) != 2 || es[0].ID != ids[1] {
+		t.Fatalf("second page %v", es)
+	}
+	n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, time.Now().Add(time.Minute)))
+	if n != 4 {
+		t.Fatalf("purged %d events, want 4", n)
+	}
+}
