@@ -89,7 +89,7 @@ func TestChatIdleEndsAfterNodeRestart(t *testing.T) {
 	chat := must(n1, 201, "POST", "/v1/chats", test, map[string]any{"agent_id": agent["id"]})
 	id := chat["id"].(string)
 	turn := must(n1, 200, "POST", "/v1/conversations/"+id+"/messages", test, map[string]any{"message": "Hi"})
-	last, err := time.Parse(time.RFC3339Nano, turn["agent"].(map[string]any)["end"].(string))
+	last, err := time.Parse(time.RFC3339Nano, turn["agent"].(map[string]any)["ended_at"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/parley-voice/parley/control/api"
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/audit"
+	"github.com/parley-voice/parley/control/app/campaigns"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
@@ -33,19 +35,22 @@ const (
 	kindPurgeJobs        = "jobs.purge"                    // finished jobs past their keeping time
 	kindPurgeAudit       = "audit_events.purge"            // audit events past the 365-day retention
 	kindEndIdleChats     = "chats.end_idle"                // issue 13: chats past their idle deadline
+	kindReapEvaluations  = "evaluations.reap"              // issue 18: runs whose job is dead or gone are failed
 
-	dialEvery    = time.Second
-	reapEvery    = 30 * time.Second
-	reapGrace    = 2 * time.Minute
-	purgeEvery   = time.Hour
-	jobTimeout   = 30 * time.Second
-	keepDoneJobs = jobs.MaxPeriod // a periodic run's dedupe key must outlive its period
-	keepDeadJobs = 30 * 24 * time.Hour
+	dialEvery         = time.Second
+	reapEvery         = 30 * time.Second
+	reapGrace         = 2 * time.Minute
+	purgeEvery        = time.Hour
+	jobTimeout        = 30 * time.Second
+	evaluationTimeout = 30 * time.Minute // issue 18: one run of up to 500 saved conversations
+	keepDoneJobs      = jobs.MaxPeriod   // a periodic run's dedupe key must outlive its period
+	keepDeadJobs      = 30 * 24 * time.Hour
 )
 
 // conversations is the node's conversation runtime and its workers.
 type conversations struct {
 	rt       *runtime.Runtime
+	know     *knowledge.Service // issue 16
 	testProv *runtime.TestProviders
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -64,8 +69,10 @@ func (n *Node) startConversations(ctx context.Context) error {
 	if n.metrics != nil {
 		m = session.NewMetrics(n.metrics.reg)
 	}
+	know := n.knowledgeService() // issue 16
 	rt, err := runtime.New(runtime.Options{
-		NodeID: n.cfg.NodeID, Store: n.Store, Bus: n.Bus,
+		Knowledge: know,
+		NodeID:    n.cfg.NodeID, Store: n.Store, Bus: n.Bus,
 		Providers: providers.New(providers.FromConfig(n.cfg, n.log)), TestProviders: tp,
 		Media:      n.cfg.Roles.Has(config.RoleMedia),
 		Dialer:     n.dialer(),
@@ -83,7 +90,7 @@ func (n *Node) startConversations(ctx context.Context) error {
 		tp.Close()
 		return err
 	}
-	n.conv = &conversations{rt: rt, testProv: tp}
+	n.conv = &conversations{rt: rt, testProv: tp, know: know}
 	return nil
 }
 
@@ -106,6 +113,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		return
 	}
 	a.Runtime, a.DataDir, a.MaxCalls, a.WebCallsPerDay = n.conv.rt, n.cfg.DataDir, n.cfg.MaxCalls, n.cfg.WebCallsPerDay
+	a.Knowledge = n.conv.know
 	if n.tools != nil { // issue 17
 		a.Guard, a.MCP = n.Outbound, n.tools.mcp
 	}
@@ -124,6 +132,7 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
 	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout, n.registry)
+	registerKnowledgeJobs(w, n.conv.know, n.Outbound)   // issue 16
 	if a.WhatsApp != nil && a.WhatsApp.Ready() == nil { // issue 19
 		whatsapp.RegisterJobs(w, a.WhatsApp)
 	}
@@ -153,6 +162,7 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 			}
 		}
 	})
+	registerCampaignJobs(w, a)
 	periodic(kindReapLost, reapEvery, 1, func(ctx context.Context) error {
 		_, err := rt.ReapLost(ctx, reapGrace)
 		return err
@@ -184,6 +194,17 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		_, err := (&audit.Service{Store: st}).Purge(ctx, time.Now())
 		return err
 	})
+	// issue 18: evaluation runs, at most 3 attempts (a crash mid-run starts it over); a run
+	// whose job is dead or gone is stored failed by the reaper, so none stays running.
+	if a.Evaluations != nil && a.Evaluations.Engine != nil {
+		w.Register(store.EvaluationRunKind, func(ctx context.Context, j *jobs.Job) error {
+			return a.Evaluations.Execute(ctx, j, j.Payload, j.Attempt, j.MaxAttempts)
+		}, jobs.WithTimeout(evaluationTimeout))
+	}
+	periodic(kindReapEvaluations, reapEvery, 1, func(ctx context.Context) error {
+		_, err := st.EvaluationRuns().FailOrphaned(ctx, time.Now())
+		return err
+	})
 	periodic(kindPurgeJobs, purgeEvery, 0, func(ctx context.Context) error {
 		now := time.Now()
 		_, err := st.PurgeJobs(ctx, now.Add(-keepDoneJobs), now.Add(-keepDeadJobs))
@@ -212,12 +233,16 @@ func (c *conversations) close() {
 
 // bodyLimits is bodyLimit with the larger limit of uploads on their path.
 func bodyLimits(limit int64) func(http.Handler) http.Handler {
-	normal, upload := bodyLimit(limit), bodyLimit(max(limit, api.MaxUploadBytes))
+	normal, upload, document := bodyLimit(limit), bodyLimit(max(limit, api.MaxUploadBytes)), bodyLimit(max(limit, api.MaxDocumentUpload))
 	return func(next http.Handler) http.Handler {
-		a, b := normal(next), upload(next)
+		a, b, docs := normal(next), upload(next), document(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/v1/attachments" {
 				b.ServeHTTP(w, r)
+				return
+			}
+			if isDocumentUpload(r) { // issue 16: documents of up to 25 MB
+				docs.ServeHTTP(w, r)
 				return
 			}
 			a.ServeHTTP(w, r)
@@ -243,4 +268,30 @@ func (n *Node) webCalls() runtime.WebCalls {
 		wc = webCallCounter{WebCalls: wc, v: n.metrics.voice} // issue 22 item 11
 	}
 	return wc
+}
+
+// issue 15: the campaign dialler. A tick each second (one between all worker nodes) settles
+// attempts and leases the contacts due; each leased attempt is a job of its own, dialled once.
+const (
+	kindCampaignTick = "campaigns.tick"
+	campaignTick     = time.Second
+)
+
+func registerCampaignJobs(w *jobs.Worker, a *api.API) {
+	w.Register(kindCampaignTick, func(ctx context.Context, _ *jobs.Job) error {
+		_, err := a.Campaigns.Tick(ctx)
+		return err
+	}, jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(1))
+	w.Every(kindCampaignTick, campaignTick)
+	w.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
+		var p campaigns.AttemptPayload
+		if err := j.Decode(&p); err != nil {
+			return err
+		}
+		return a.Campaigns.AttemptJob(ctx, p)
+	}, jobs.WithTimeout(jobTimeout))
+	if a.Campaigns.Wake == nil {
+		q := w.Queue()
+		a.Campaigns.Wake = func(ctx context.Context) { q.Wake(ctx, campaigns.KindAttempt) }
+	}
 }

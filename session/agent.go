@@ -34,6 +34,10 @@ type Agent struct {
 	FillerAfter time.Duration // how long a tool may run before a filler is spoken
 
 	Tools []ToolSpec // tools the LLM may call (built-in ones are added by name)
+
+	// KnowledgeAuto looks every caller turn up in the knowledge (Options.Knowledge, when it is a
+	// TurnKnowledge) before the model answers; otherwise the model calls knowledge_lookup.
+	KnowledgeAuto bool
 }
 
 // STTSettings choose the recognizer's options.

@@ -930,6 +930,8 @@ func (c *Conversation) onResponse(ev respEvent) {
 	}
 	u := c.responseUtterance(ev.gen)
 	switch ev.kind {
+	case respKnowledge:
+		c.cur.KnowledgeStart, c.cur.KnowledgeDone = ev.at, ev.done
 	case respSent:
 		c.cur.LLMRequestSent = ev.at
 	case respFirstToken:

@@ -25,6 +25,10 @@ type TurnMetrics struct {
 	// (silence after a final) or "max_wait".
 	Endpointing string `json:"endpointing,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
+	// KnowledgeStart and KnowledgeDone bracket the turn's knowledge retrieval (knowledge mode
+	// auto); it lies between EndOfTurn and LLMRequestSent, so it is part of ParleyShare.
+	KnowledgeStart time.Time `json:"knowledge_start,omitempty"`
+	KnowledgeDone  time.Time `json:"knowledge_done,omitempty"`
 }
 
 // Span returns b-a, or 0 when either is unset.
@@ -128,6 +132,7 @@ func (m *Metrics) Observe(t TurnMetrics) {
 	obs("llm_first_token", t.LLMRequestSent, t.LLMFirstToken)
 	obs("llm_first_chunk", t.LLMFirstToken, t.LLMFirstChunk)
 	obs("tts_first_byte", t.TTSFirstRequest, t.TTSFirstByte)
+	obs("knowledge", t.KnowledgeStart, t.KnowledgeDone)
 	obs("turn_total", t.SpeechEnd, t.FirstAudioOut)
 	if !t.FirstAudioOut.IsZero() {
 		m.share.Observe(t.ParleyShare().Seconds())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ const (
 	respTransferred
 	respDone
 	respError
+	respKnowledge // the turn's knowledge was retrieved (start in at, done in done)
 )
 
 // respEvent is what the LLM worker reports to the loop (or to a text caller).
@@ -35,6 +37,7 @@ type respEvent struct {
 	usage     llm.Usage
 	err       error
 	midStream bool
+	done      time.Time // respKnowledge: when retrieval ended
 }
 
 // maxToolRounds bounds LLM → tool → LLM rounds in one reply.
@@ -45,8 +48,9 @@ const maxToolRounds = 6
 // the history unless ctx was cancelled (barge-in), in which case the loop records what was heard.
 func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent)) {
 	var total llm.Usage
+	knowledge := c.retrieveForTurn(ctx, emit)
 	for round := 0; round < maxToolRounds; round++ {
-		req := c.buildRequest()
+		req := c.buildRequest(knowledge)
 		emit(respEvent{kind: respSent, at: time.Now()})
 		s, err := c.llm.Stream(ctx, req)
 		if err != nil {
@@ -115,15 +119,62 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 	emit(respEvent{kind: respError, err: errors.New("too many tool-call rounds in one reply"), usage: total})
 }
 
-// buildRequest assembles the LLM request from the system prompt, the history and the tools.
-func (c *Conversation) buildRequest() llm.Request {
+// buildRequest assembles the LLM request from the system prompt (with the turn's retrieved
+// knowledge, when there is some), the history and the tools.
+func (c *Conversation) buildRequest(knowledge string) llm.Request {
 	c.histMu.Lock()
 	msgs := make([]llm.Message, 0, len(c.history))
 	for _, h := range c.history {
 		msgs = append(msgs, h.msg)
 	}
 	c.histMu.Unlock()
-	return llm.Request{Model: c.agent.LLMModel, System: c.system, Messages: msgs, Tools: c.llmTools()}
+	system := c.system
+	if knowledge != "" {
+		system += "\n\n" + knowledge
+	}
+	return llm.Request{Model: c.agent.LLMModel, System: system, Messages: msgs, Tools: c.llmTools()}
+}
+
+// retrieveForTurn looks the caller's last words up in the agent's knowledge bases when the
+// agent's knowledge mode is auto (issue 16). It runs on the reply's goroutine, never on a media
+// goroutine; the time it takes is in the turn's metrics (and so in Parley's share), and what it
+// found is a tool line of the transcript. A lookup that fails leaves the reply without knowledge.
+func (c *Conversation) retrieveForTurn(ctx context.Context, emit func(respEvent)) string {
+	tk, ok := c.know.(TurnKnowledge)
+	if !ok || !c.agent.KnowledgeAuto {
+		return ""
+	}
+	query := ""
+	c.histMu.Lock()
+	for i := len(c.history) - 1; i >= 0; i-- {
+		if c.history[i].msg.Role == llm.RoleUser {
+			query = c.history[i].msg.Content
+			break
+		}
+	}
+	c.histMu.Unlock()
+	if strings.TrimSpace(query) == "" {
+		return ""
+	}
+	start := time.Now()
+	r, err := tk.Retrieve(ctx, query)
+	done := time.Now()
+	if ctx.Err() != nil {
+		return ""
+	}
+	emit(respEvent{kind: respKnowledge, at: start, done: done})
+	meta := map[string]any{"tool": ToolKnowledge, "mode": "auto", "query": query, "took_ms": float64(done.Sub(start).Microseconds()) / 1000, "chunks": r.Chunks}
+	text := fmt.Sprintf("%s(auto) → %d chunks in %.1f ms", ToolKnowledge, len(r.Chunks), float64(done.Sub(start).Microseconds())/1000)
+	if err != nil {
+		meta["error"] = err.Error()
+		text = ToolKnowledge + "(auto) failed: " + err.Error()
+		c.log.Warn("session: knowledge retrieval failed", "err", err)
+	}
+	c.addLineSafe(Line{Role: RoleTool, Text: text, Start: start, End: done, Meta: meta})
+	if err != nil {
+		return ""
+	}
+	return r.Context
 }
 
 // Built-in tool names.
@@ -169,6 +220,28 @@ type ToolRunner interface {
 // Knowledge answers knowledge-base lookups (implemented by the control plane).
 type Knowledge interface {
 	Lookup(ctx context.Context, query string) (string, error)
+}
+
+// TurnKnowledge is a Knowledge that also retrieves for every turn, before the model answers
+// (the agent's knowledge mode auto).
+type TurnKnowledge interface {
+	Knowledge
+	Retrieve(ctx context.Context, query string) (Retrieval, error)
+}
+
+// Retrieval is what one turn retrieved: the text that goes into the LLM request (within the
+// token budget) and the chunks it came from.
+type Retrieval struct {
+	Context string
+	Chunks  []RetrievedChunk
+}
+
+// RetrievedChunk names one retrieved chunk in the transcript.
+type RetrievedChunk struct {
+	ID         string  `json:"id"`
+	DocumentID string  `json:"document_id"`
+	Source     string  `json:"source"` // document name or page URL, with the heading
+	Score      float64 `json:"score"`
 }
 
 // toolSpec returns the declaration of the tool called name (nil for an undeclared one).

@@ -46,6 +46,7 @@ type rigOptions struct {
 	ttsFirst  time.Duration
 	ttsStall  bool
 	tools     ToolRunner
+	know      Knowledge // issue 16
 	retry     bool
 	noStart   bool
 	sttKind   string // "deepgram" (default) or "openai"
@@ -102,7 +103,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if a.STT.Endpointing == 0 {
 		a.STT.Endpointing = 300 * time.Millisecond
 	}
-	r.conv, err = New(Options{ID: "conv-test", Agent: a, Variables: o.vars, LLM: r.llm, STT: r.stt, TTS: r.tts, Tools: o.tools, Sink: r.sink, Log: quiet()})
+	r.conv, err = New(Options{ID: "conv-test", Agent: a, Variables: o.vars, LLM: r.llm, STT: r.stt, TTS: r.tts, Tools: o.tools, Knowledge: o.know, Sink: r.sink, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,12 @@ import (
 	"github.com/parley-voice/parley/control/app/agents"
 	"github.com/parley-voice/parley/control/app/analysis"
 	"github.com/parley-voice/parley/control/app/calls"
+	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/app/chats"
 	"github.com/parley-voice/parley/control/app/conversations"
+	"github.com/parley-voice/parley/control/app/evaluations"
 	"github.com/parley-voice/parley/control/app/events"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"github.com/parley-voice/parley/control/app/numbers"
 	"github.com/parley-voice/parley/control/app/projects"
 	"github.com/parley-voice/parley/control/app/tools"
@@ -69,14 +72,11 @@ type API struct {
 	Conversations *conversations.Service
 	Calls         *calls.Service
 	Chats         *chats.Service
+	Campaigns     *campaigns.Service // issue 15: contacts, do-not-call, campaigns and their dialler
+	Knowledge     *knowledge.Service // issue 16
 	// issue 17: the vault, over the master key (Box; without it the vault cannot seal).
 	Box   *secrets.Box
 	Vault *vault.Service
-	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
-	// a server's tools (nil: servers are saved with a last_error).
-	Tools *tools.Service
-	Guard tools.URLGuard
-	MCP   tools.Discoverer
 
 	// issue 14: events, webhook receivers and post-call analysis. Box also seals the
 	// receivers' signing secrets (nil: a key made for this process, for tests); Outbound checks
@@ -85,6 +85,14 @@ type API struct {
 	Events   *events.Service
 	Webhooks *webhooks.Service
 	Analysis *analysis.Service
+
+	// Tools serves tools and MCP servers; Guard checks customer URLs (nil: none) and MCP lists
+	// a server's tools (nil: servers are saved with a last_error).
+	Tools *tools.Service
+	// issue 18: saved conversations and their runs (nil: made by Services, without an engine).
+	Evaluations *evaluations.Service
+	Guard       tools.URLGuard
+	MCP         tools.Discoverer
 
 	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
 	// WhatsAppSecrets the vault; without either the channel answers 501.
@@ -116,6 +124,9 @@ func (a *API) Routes() chi.Router {
 	}
 	if a.Projects == nil {
 		a.Projects = &projects.Service{Store: a.Store}
+	}
+	if a.Knowledge == nil { // issue 16
+		a.Knowledge = &knowledge.Service{Store: a.Store, Log: a.Log, Now: a.Now}
 	}
 	if a.Vault == nil {
 		a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
@@ -161,6 +172,9 @@ func (a *API) Services() {
 		a.Calls = &calls.Service{Store: a.Store, Rules: rules, Media: m,
 			MaxCalls: a.MaxCalls, WebCallsPerDay: a.WebCallsPerDay, Now: a.now, Log: a.Log}
 	}
+	if a.Campaigns == nil {
+		a.Campaigns = &campaigns.Service{Store: a.Store, Calls: a.Calls, Now: a.now, Log: a.Log}
+	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
 	}
@@ -181,6 +195,12 @@ func (a *API) Services() {
 		a.Conversations.MessagingSay = func(ctx context.Context, c store.Conversation, text string) error {
 			return a.WhatsApp.QueueSay(ctx, c, text)
 		}
+	}
+	if a.Evaluations == nil { // issue 18
+		a.Evaluations = &evaluations.Service{Store: a.Store, Now: a.now, Log: a.Log}
+	}
+	if a.Evaluations.Engine == nil && a.Runtime != nil {
+		a.Evaluations.Engine = a.Runtime
 	}
 }
 

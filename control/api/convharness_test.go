@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/parley-voice/parley/control/app/knowledge"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -61,6 +62,10 @@ func (w *world) startRuntime(t testing.TB, o convOpts) {
 	if o.noProviders {
 		ro.Providers = nil
 	}
+	if w.api.Knowledge == nil { // issue 16: conversations retrieve from the API's knowledge bases
+		w.api.Knowledge = &knowledge.Service{Store: w.st}
+	}
+	ro.Knowledge = w.api.Knowledge
 	if o.dialer != nil {
 		ro.Dialer = o.dialer
 	}

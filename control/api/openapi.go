@@ -185,10 +185,18 @@ func operationObject(op *operation) map[string]any {
 		if op.Multipart {
 			media = "multipart/form-data"
 		}
+		content := map[string]any{media: map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + op.Body}}}
+		for _, m := range op.RawMedia {
+			raw := map[string]any{"type": "string"}
+			if !strings.HasPrefix(m, "text/") && m != "application/x-ndjson" {
+				raw["format"] = "binary"
+			}
+			content[m] = map[string]any{"schema": raw}
+		}
 		o["requestBody"] = map[string]any{
 			"required":    !op.BodyOptional,
 			"description": fmt.Sprintf("At most %d bytes.", op.maxBody()),
-			"content":     map[string]any{media: map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + op.Body}}},
+			"content":     content,
 		}
 	}
 	if op.Extension {

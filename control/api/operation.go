@@ -79,6 +79,10 @@ type operation struct {
 	StreamDoc string
 	Binary    string
 	Multipart bool
+	// RawMedia: the body may also come as the file itself, in these media types, read by the
+	// handler (issue 15: a contacts import as text/csv or application/x-ndjson; issue 16: a
+	// knowledge document as PDF, HTML, DOCX, …).
+	RawMedia []string
 	// Extension marks an operation Parley adds to the specification's index (x-extension).
 	Extension bool
 	// Replay, when set, answers a replayed Idempotency-Key itself (a streamed answer replays

@@ -12,13 +12,16 @@ import (
 // order of the specification's index. It is built once.
 var operations = sync.OnceValue(func() []*operation {
 	ops := append(keyOperations(), agentOperations()...)
+	ops = append(ops, evaluationOperations()...) // issue 18
 	ops = append(ops, numberOperations()...)
 	ops = append(ops, billingOperations()...)
-	ops = append(ops, vaultOperations()...)    // issue 17
-	ops = append(ops, toolOperations()...)     // issue 17
-	ops = append(ops, whatsappOperations()...) // issue 19
+	ops = append(ops, knowledgeOperations()...) // issue 16
+	ops = append(ops, vaultOperations()...)     // issue 17
+	ops = append(ops, toolOperations()...)      // issue 17
+	ops = append(ops, whatsappOperations()...)  // issue 19
 	ops = append(ops, conversationOperations()...)
-	return append(ops, webhookOperations()...) // issue 14
+	ops = append(ops, webhookOperations()...)   // issue 14
+	return append(ops, campaignOperations()...) // issue 15
 })
 
 // agentOperations are the operations of agents.

@@ -42,7 +42,7 @@ func (m runtimeAdapter) Place(ctx context.Context, mode store.Mode, p calls.Plac
 	if m.rt == nil {
 		return conversations.RuntimeFault(runtime.ErrNoMedia, true)
 	}
-	return conversations.RuntimeFault(m.rt.Place(ctx, mode, runtime.PlaceRequest{ConversationID: p.ConversationID, Trunk: p.Trunk, Lines: p.Lines}), true)
+	return conversations.RuntimeFault(m.rt.Place(ctx, mode, placeRequest(p)), true)
 }
 
 func (m runtimeAdapter) Abandon(ctx context.Context, org store.OrgID, id store.ConversationID) {
@@ -130,4 +130,14 @@ func (m runtimeAdapter) Send(ctx context.Context, id store.ConversationID, text 
 		return chats.Turn{}, conversations.RuntimeFault(err, false)
 	}
 	return chats.Turn{User: conversations.SessionLine(turn.User), Agent: conversations.SessionLine(turn.Agent), Ended: turn.Ended, EndReason: turn.EndReason}, nil
+}
+
+// placeRequest is the runtime's form of a placement (issue 15: a campaign's ring timeout and
+// answering-machine detection ride along).
+func placeRequest(p calls.Placement) runtime.PlaceRequest {
+	r := runtime.PlaceRequest{ConversationID: p.ConversationID, Trunk: p.Trunk, Lines: p.Lines, RingTimeoutMS: p.RingTimeout.Milliseconds()}
+	if p.AMD != nil {
+		r.AMD = &runtime.AMD{LeaveMessage: p.AMD.LeaveMessage, Message: p.AMD.Message}
+	}
+	return r
 }

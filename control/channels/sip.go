@@ -95,8 +95,18 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", runtime.ErrNoTrunk, err)
 	}
+	var amd sip.AMDOptions
+	if r.AMD != nil { // issue 15: a campaign's voicemail handling
+		amd = sip.AMDOptions{Enabled: true, OnMachine: sip.AMDHangup}
+		if r.AMD.LeaveMessage {
+			amd.OnMachine, amd.Message = sip.AMDLeaveMessage, r.AMD.Message
+		}
+	}
 	_, err = d.Server.Dial(ctx, sip.DialRequest{
-		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap,
+		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap, RingTimeout: r.RingTimeout, AMD: amd,
+		// The conversation's id rides on the INVITE, so a carrier's (or a test peer's) log names
+		// the attempt each call belongs to.
+		Headers:      map[string]string{"X-Parley-Conversation-Id": r.ID},
 		Conversation: func(ctx context.Context, c *sip.Call) (*session.Conversation, error) { return r.Conversation(ctx, c) },
 		OnEvent: func(ev sip.Event) {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {

@@ -96,6 +96,8 @@ type Config struct {
 	// issue 14: webhook deliveries.
 	WebhookRetrySchedule []time.Duration
 	WebhookConcurrency   int
+	// issue 16: the optional embeddings of knowledge bases (an OpenAI-compatible server).
+	EmbeddingsBaseURL, EmbeddingsKey, EmbeddingsModel string
 
 	// Vendors (see control/providers).
 	OpenAIBaseURL, OpenAIKey         string
@@ -186,6 +188,9 @@ func settings() []scopedSetting {
 		{setting{"llm-first-token-timeout", "PARLEY_LLM_FIRST_TOKEN_TIMEOUT", "10s", "how long an LLM may take to its first token before the request is retried or fails", setDuration(func(c *Config) *time.Duration { return &c.LLMFirstTokenTimeout })}, ScopeServe},
 		{setting{"tts-first-byte-timeout", "PARLEY_TTS_FIRST_BYTE_TIMEOUT", "5s", "how long a TTS may take to its first audio byte", setDuration(func(c *Config) *time.Duration { return &c.TTSFirstByteTimeout })}, ScopeServe},
 		{setting{"stt-connect-timeout", "PARLEY_STT_CONNECT_TIMEOUT", "5s", "how long connecting to a streaming STT may take", setDuration(func(c *Config) *time.Duration { return &c.STTConnectTimeout })}, ScopeServe},
+		{setting{"embeddings-base-url", "PARLEY_EMBEDDINGS_BASE_URL", "", "OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, llama.cpp, vLLM, TEI, or `parley fakes`) for knowledge-base vectors fused with full text; empty: full text only", setURL(func(c *Config) *string { return &c.EmbeddingsBaseURL })}, ScopeServe},
+		{setting{"embeddings-api-key", "PARLEY_EMBEDDINGS_API_KEY", "", "API key for the embeddings server", setString(func(c *Config) *string { return &c.EmbeddingsKey })}, ScopeServe},
+		{setting{"embeddings-model", "PARLEY_EMBEDDINGS_MODEL", "text-embedding-3-small", "embeddings model name (changing it needs the documents re-uploaded or crawls refreshed)", setString(func(c *Config) *string { return &c.EmbeddingsModel })}, ScopeServe},
 		{setting{"fakes-url", "PARLEY_FAKES_URL", "", "point every vendor at one `parley fakes` server (keyless demo, tests, benchmark)", setURL(func(c *Config) *string { return &c.FakesURL })}, ScopeServe},
 		{setting{"whatsapp-base-url", "PARLEY_WHATSAPP_BASE_URL", "", "Meta's Graph API for the WhatsApp channel; empty: https://graph.facebook.com (with fakes-url: the fakes)", setURL(func(c *Config) *string { return &c.WhatsAppBaseURL })}, ScopeServe},
 		{setting{"opus-complexity", "PARLEY_OPUS_COMPLEXITY", "2", "Opus encoder complexity for audio sent to browsers, 1–10: the largest CPU cost of a web call (encode 164–174 µs per 20 ms frame at 2, 231–243 µs at 5, on a shared 2-core VM). 2 keeps espeak-ng speech within 0.3 dB of 5's segmental SNR (webrtc TestOpusEncodeQuality holds the default within 0.5 dB); 1 falls up to 0.8 dB short", setIntRange(func(c *Config) *int { return &c.OpusComplexity }, 1, 10)}, ScopeServe},

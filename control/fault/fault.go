@@ -168,6 +168,25 @@ const (
 	CodeReceiverLimit        = "webhook_receiver_limit_reached"
 	CodeReceiverAgent        = "webhook_agent_not_found"
 	CodeConversationNotEnded = "conversation_not_ended"
+
+	// issue 15: contacts, the do-not-call list and campaigns.
+	CodeContactNotFound   = "contact_not_found"
+	CodeContactExists     = "contact_exists"
+	CodeDoNotCallNotFound = "number_not_on_do_not_call_list"
+	CodeCampaignNotFound  = "campaign_not_found"
+	CodeCampaignState     = "campaign_state_conflict"
+	CodeUnreadableImport  = "unreadable_import"
+
+	// issue 16: knowledge bases, documents and crawls.
+	CodeKnowledgeBaseNotFound   = "knowledge_base_not_found"
+	CodeKnowledgeDocNotFound    = "knowledge_document_not_found"
+	CodeKnowledgeCrawlNotFound  = "knowledge_crawl_not_found"
+	CodeKnowledgeBaseNameTaken  = "knowledge_base_name_taken"
+	CodeKnowledgeBaseInUse      = "knowledge_base_in_use"
+	CodeUnsupportedDocumentType = "unsupported_document_type"
+	CodeCrawlURLRefused         = "crawl_url_refused"
+	CodeCrawlInProgress         = "crawl_in_progress"
+	CodeCrawlPageNotReplaceable = "crawl_page_not_replaceable"
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound       = "vault_secret_not_found"
 	CodeSecretNameTaken      = "vault_secret_name_taken"
@@ -179,6 +198,13 @@ const (
 	CodeMCPServerNotFound    = "mcp_server_not_found"
 	CodeMCPServerNameTaken   = "mcp_server_name_taken"
 	CodeUnknownToolReference = "unknown_tool_reference"
+	// issue 18: evaluations.
+	CodeEvaluationNotFound    = "evaluation_not_found"
+	CodeEvaluationRunNotFound = "evaluation_run_not_found"
+	CodeEvaluationRunActive   = "evaluation_run_in_progress"
+	CodeEvaluationChannel     = "evaluation_channel_mismatch"
+	CodeUnknownMockTool       = "unknown_mock_tool"
+	CodeEvaluationEmpty       = "evaluation_without_turns"
 
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable      = "whatsapp_unavailable"
@@ -265,15 +291,31 @@ var Codes = map[string]Code{
 	CodeRangeNotSatisfiable:    {416, "The Range header asks for bytes the recording does not have; Content-Range names its size."},
 	CodeUnsupportedImage:       {415, "The attachment is not a PNG, JPEG, WebP or GIF picture (the type is read from the content)."},
 
+	// issue 15: contacts, the do-not-call list and campaigns.
+	CodeContactNotFound:     {404, "This key reaches no such contact."},
+	CodeContactExists:       {409, "The project has a contact with this number or external_id already."},
+	CodeDoNotCallNotFound:   {404, "The number is not on the organization's do-not-call list (or the key does not reach every project, as the list needs)."},
+	CodeCampaignNotFound:    {404, "This key reaches no such campaign."},
+	CodeCampaignState:       {409, "The campaign is not in a status this operation applies to (a cancelled or completed campaign never starts again); detail names its status."},
+	CodeUnreadableImport:    {422, "The import is not CSV or JSON lines text (a binary file, or not UTF-8)."},
 	CodeAllProjectsRequired: {403, "The operation reads the whole organization (the audit log): it needs a key that reaches every project."},
 
-	CodeUnknownEventType:     {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
-	CodeReceiverNotFound:     {404, "This key reaches no such webhook receiver (receivers made with a test key are seen by test keys only)."},
-	CodeDeliveryNotFound:     {404, "The receiver has no such delivery (kept 30 days)."},
-	CodeInvalidWebhookURL:    {422, "The receiver's url is not a public https address: another scheme, a host that does not resolve, or one that resolves to a loopback, private, link-local, CGNAT, multicast or unspecified address."},
-	CodeReceiverLimit:        {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
-	CodeReceiverAgent:        {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
-	CodeConversationNotEnded: {409, "The conversation has not ended yet; it is analyzed once it has."},
+	CodeUnknownEventType:        {422, "An event type is not one of the catalogue (the document's webhooks section lists them); errors[] names each."},
+	CodeReceiverNotFound:        {404, "This key reaches no such webhook receiver (receivers made with a test key are seen by test keys only)."},
+	CodeDeliveryNotFound:        {404, "The receiver has no such delivery (kept 30 days)."},
+	CodeInvalidWebhookURL:       {422, "The receiver's url is not a public https address: another scheme, a host that does not resolve, or one that resolves to a loopback, private, link-local, CGNAT, multicast or unspecified address."},
+	CodeReceiverLimit:           {422, "The project has 10 webhook receivers, the most it may have; delete one first."},
+	CodeReceiverAgent:           {422, "An agent of agent_ids is not an agent of the receiver's project; errors[] names each."},
+	CodeConversationNotEnded:    {409, "The conversation has not ended yet; it is analyzed once it has."},
+	CodeKnowledgeBaseNotFound:   {404, "This key reaches no such knowledge base."},
+	CodeKnowledgeDocNotFound:    {404, "The knowledge base has no such document."},
+	CodeKnowledgeCrawlNotFound:  {404, "The knowledge base has no such crawl."},
+	CodeKnowledgeBaseNameTaken:  {409, "Another knowledge base of the project has this name (names are compared ignoring case)."},
+	CodeKnowledgeBaseInUse:      {409, "Agents name the knowledge base in their definitions; detail and the agents member name them. Remove it from their references first."},
+	CodeUnsupportedDocumentType: {415, "The document is not a type Parley reads: PDF, HTML, Markdown, plain text, CSV or DOCX (the type is read from the content and the name)."},
+	CodeCrawlURLRefused:         {422, "The crawl's address is not a public http(s) address that resolves (private, loopback and link-local addresses are refused)."},
+	CodeCrawlInProgress:         {409, "The crawl is already queued or running; its next run starts when this one is over."},
+	CodeCrawlPageNotReplaceable: {409, "The document is a page of a crawl: it changes when the crawl refreshes, not by upload."},
 	// issue 17: the vault, tools and MCP servers.
 	CodeSecretNotFound:       {404, "This key reaches no such vault secret (in the project)."},
 	CodeSecretNameTaken:      {409, "Another vault secret of the project has this name (names are compared ignoring case)."},
@@ -285,6 +327,13 @@ var Codes = map[string]Code{
 	CodeMCPServerNotFound:    {404, "This key reaches no such MCP server."},
 	CodeMCPServerNameTaken:   {409, "Another MCP server of the project has this name (names are compared ignoring case)."},
 	CodeUnknownToolReference: {422, "The definition's references.tools names something that is neither a tool, an MCP server nor an allowed MCP tool of the agent's project; errors[] points at it."},
+	// issue 18: evaluations.
+	CodeEvaluationNotFound:    {404, "This key reaches no such saved conversation of the agent."},
+	CodeEvaluationRunNotFound: {404, "This key reaches no such evaluation run."},
+	CodeEvaluationRunActive:   {409, "Saved conversations are already being rehearsed in this organization; wait for that run to finish."},
+	CodeEvaluationChannel:     {422, "The conversation was a chat (or a messaging app): it cannot be saved for a voice run."},
+	CodeUnknownMockTool:       {422, "A mock names a tool the agent's definition does not give its conversations; errors[] points at it."},
+	CodeEvaluationEmpty:       {422, "A saved conversation needs a conversation_id or at least one user turn."},
 
 	// issue 19: the messaging-app channel (WhatsApp).
 	CodeWhatsAppUnavailable:      {501, "This deployment does not run the messaging-app channel (no conversation runtime, or no vault to hold its credentials)."},

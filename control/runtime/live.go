@@ -171,8 +171,15 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 	for _, tw := range tweaks { // issue 19: a messaging-app conversation's opener
 		tw(&a)
 	}
+	know, err := rt.knowledgeFor(ctx, c, def, &a) // issue 16
+	if err != nil {
+		return nil, err
+	}
 	o := session.Options{ID: string(c.ID), Agent: a, LLM: client, Sink: sink, Metrics: rt.o.Metrics, Log: rt.log,
 		Vendors: session.Vendors{LLM: strings.ToLower(llmName)}}
+	if know != nil { // a nil *turnKnowledge would make a non-nil interface
+		o.Knowledge = know
+	}
 	if rt.o.Tools != nil && len(def.References.Tools) > 0 { // issue 17
 		specs, runner, err := rt.o.Tools.Tools(ctx, c, def.References.Tools)
 		if err != nil {

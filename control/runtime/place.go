@@ -41,6 +41,17 @@ type DialRequest struct {
 	OnRedirect func(Redirect)
 	// Tap receives the call's audio, both ways (for the recording); it runs on the media path.
 	Tap func(fromCaller bool, f *media.Frame)
+	// issue 15: RingTimeout ends an unanswered call (0: the dialler's default); AMD, when set,
+	// runs answering-machine detection on the answer.
+	RingTimeout time.Duration
+	AMD         *AMD
+}
+
+// AMD is the answering-machine detection of a call: on a machine, hang up, or wait for the
+// beep and say Message; either way the call ends as voicemail.
+type AMD struct {
+	LeaveMessage bool   `json:"leave_message,omitempty"`
+	Message      string `json:"message,omitempty"`
 }
 
 // DialFailure is how a call attempt ended without an answer.
@@ -69,6 +80,9 @@ type PlaceRequest struct {
 	// Lines are what the simulated other side of a test call says, one line per turn; nil
 	// gives an outbound test call's callee its default lines.
 	Lines []string `json:"lines,omitempty"`
+	// issue 15: a campaign call's ring timeout and answering-machine detection.
+	RingTimeoutMS int64 `json:"ring_timeout_ms,omitempty"`
+	AMD           *AMD  `json:"amd,omitempty"`
 }
 
 // DefaultCalleeLines are what the simulated callee of an outbound test call says.
@@ -178,6 +192,7 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 	var rec atomic.Pointer[media.Recorder] // set on answer, read on the media path
 	dr := DialRequest{
 		ID: string(c.ID), From: c.FromNumber, To: c.ToNumber, Trunk: req.Trunk,
+		RingTimeout: time.Duration(req.RingTimeoutMS) * time.Millisecond, AMD: req.AMD,
 		OnRinging:  func() { l.p.status(store.ConvRinging) },
 		OnRedirect: func(r Redirect) { rt.redirected(l, r) },
 		Conversation: func(ctx context.Context, port session.AudioPort) (*session.Conversation, error) {

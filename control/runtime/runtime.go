@@ -89,6 +89,10 @@ type Options struct {
 	// Tools makes the HTTP and MCP tools of a conversation from its definition's
 	// references.tools (issue 17); nil: conversations have none.
 	Tools ToolSource
+	// Knowledge retrieves from agents' knowledge bases (issue 16); nil: agents have none.
+	// KnowledgeTokens is the budget of retrieved text in one LLM request (default 1,500).
+	Knowledge       Knowledge
+	KnowledgeTokens int
 }
 
 // ToolSource makes the tools of a conversation: their declarations for the LLM and the runner

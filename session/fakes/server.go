@@ -33,7 +33,8 @@ type Server struct {
 	Transcribe *OpenAISTTFake
 	Speech     *OpenAITTSFake
 	ElevenLabs *ElevenLabsFake
-	WhatsApp   *WhatsAppFake // Meta's Graph API (issue 19)
+	WhatsApp   *WhatsAppFake        // Meta's Graph API (issue 19)
+	Embeddings OpenAIEmbeddingsFake // issue 16
 }
 
 // NewServer builds the fakes.
@@ -59,6 +60,7 @@ func NewServer(o ServerOptions) *Server {
 	s.mux.Handle("/v1/audio/transcriptions", s.Transcribe)
 	s.mux.Handle("/v1/audio/speech", s.Speech)
 	s.mux.Handle("/v1/text-to-speech/", s.ElevenLabs)
+	s.mux.Handle("/v1/embeddings", s.Embeddings)
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return s
 }

@@ -31,6 +31,17 @@ type Placement struct {
 	ConversationID store.ConversationID
 	Trunk          string   // the trunk of the number a phone call is made from
 	Lines          []string // what the simulated caller of a test inbound call says
+	// issue 15: a campaign's ring timeout (0: the dialler's default) and answering-machine
+	// detection (nil: none).
+	RingTimeout time.Duration
+	AMD         *AMD
+}
+
+// AMD is the answering-machine detection of a call: on a machine, hang up, or wait for the
+// beep and say Message, ending the call as voicemail either way.
+type AMD struct {
+	LeaveMessage bool
+	Message      string
 }
 
 // Slots counts an organization's voice calls: the ones going at once and the browser calls of

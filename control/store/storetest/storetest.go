@@ -52,12 +52,16 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Conversations", testConversations},
 		{"ScheduledCallsScope", testScheduledCallsScope},
 		{"StartLookupsScope", testStartLookupsScope},
+		{"KnowledgeScope", testKnowledgeScope}, // issue 16
+		{"KnowledgeIndex", testKnowledgeIndex},
 		{"WhatsApp", testWhatsApp}, // issue 19
 	}
 	tests = append(tests, jobsTests...)
-	tests = append(tests, webhookTests...) // issue 14
-	tests = append(tests, vaultTests...)   // issue 17
-	tests = append(tests, toolsTests...)   // issue 17
+	tests = append(tests, webhookTests...)    // issue 14
+	tests = append(tests, campaignTests...)   // issue 15
+	tests = append(tests, vaultTests...)      // issue 17
+	tests = append(tests, toolsTests...)      // issue 17
+	tests = append(tests, evaluationTests...) // issue 18
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,9 +1,9 @@
--- 0013 whatsapp (issue 19): the messaging-app channel (PostgreSQL). A sender is a WhatsApp Cloud API
+-- 0016 whatsapp (issue 19): the messaging-app channel (PostgreSQL). A sender is a WhatsApp Cloud API
 -- phone number of a project with the agent that answers it; its access token and app secret are
 -- vault secrets, referenced by id (never stored here). A whatsapp conversation is one
 -- conversation row plus its thread (sender, user, last inbound time: the 24-hour window); every
 -- message in or out is kept with Meta's id (wamid, unique: Meta retries deliveries) and status.
--- Keep in step with ../sqlite/0013_whatsapp.sql.
+-- Keep in step with ../sqlite/0016_whatsapp.sql.
 
 CREATE TABLE whatsapp_senders (
 	id uuid PRIMARY KEY,

@@ -1,0 +1,492 @@
+package campaigns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parley-voice/parley/control/app"
+	"github.com/parley-voice/parley/control/app/calls"
+	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/store"
+)
+
+// The dialler. A periodic tick (any worker of any node, once a period between them) serves
+// every campaign to run: it starts the scheduled ones whose time came, settles the attempts
+// whose conversation moved on (answered, or ended: the outcome, a retry or a final state),
+// pauses a campaign whose recent attempts keep failing for one cause, completes a campaign
+// whose contacts all finished, and leases the due contacts that pacing and the calling hours
+// allow. A lease mints the attempt's conversation id and enqueues an attempt job in one
+// transaction; the job (AttemptJob) dials. The attempt becomes "placed" in the transaction
+// that stores its conversation, before the INVITE, so a job run again after a crash, a lost
+// lease or a second worker finds it placed and dials nothing: each attempt is dialled at most
+// once, and the contact's attempts count every call that may have rung.
+
+// KindAttempt is the job kind of one campaign attempt.
+const KindAttempt = "campaigns.attempt"
+
+// Dialler settings.
+const (
+	// staleLease is how long a leased attempt may wait for its job before the tick gives it
+	// back (the job's worker went away before it made the conversation: nothing was dialled).
+	staleLease = 2 * time.Minute
+	// slotRetry is the wait of an attempt refused by the organization's call limit.
+	slotRetry = 5 * time.Second
+	// breakerWindow attempts are looked at; breakerTrip of them failing for one cause pause
+	// the campaign.
+	breakerWindow = 10
+	breakerTrip   = 8
+	// campaignsPerTick bounds the campaigns one tick serves.
+	campaignsPerTick = 100
+)
+
+// AttemptPayload is the payload of an attempt job.
+type AttemptPayload struct {
+	ConversationID store.ConversationID `json:"conversation_id"`
+}
+
+// TickResult counts what one tick did.
+type TickResult struct {
+	Leased   int
+	Settled  int
+	Started  int
+	Finished int
+}
+
+// Tick serves every campaign to run once, as worker.
+func (s *Service) Tick(ctx context.Context) (TickResult, error) {
+	var res TickResult
+	now := s.now()
+	cs, err := s.Store.CampaignsToRun(ctx, now, campaignsPerTick)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := s.serve(ctx, c, &res); err != nil {
+			s.log().WarnContext(ctx, "campaign: tick failed", "campaign", c.ID, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if res.Leased > 0 && s.Wake != nil {
+		s.Wake(ctx)
+	}
+	return res, errors.Join(errs...)
+}
+
+func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) error {
+	now := s.now()
+	if c.Status == store.CampaignScheduled {
+		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+			got, err := tx.Campaigns().Move(ctx, c.ID, []string{store.CampaignScheduled}, store.CampaignRunning, "", "", now)
+			if err != nil {
+				return err
+			}
+			c = got
+			return campaignEvent(ctx, tx.Queries, got, "campaign.started", map[string]any{"start_at": got.StartAt})
+		})
+		if errors.Is(err, store.ErrConflict) {
+			return nil // paused or cancelled meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		res.Started++
+	}
+	org, err := s.Store.GetOrg(ctx, c.OrgID)
+	if err != nil {
+		return err
+	}
+	st := readSettings(c.Settings)
+	n, err := s.settle(ctx, c, st, now)
+	res.Settled += n
+	if err != nil {
+		return err
+	}
+	if c.Status != store.CampaignRunning {
+		return nil
+	}
+	if tripped, err := s.breaker(ctx, c, now); err != nil || tripped {
+		return err
+	}
+	load, err := s.Store.CampaignLoadAt(ctx, c.ID, now)
+	if err != nil {
+		return err
+	}
+	if load.Unfinished == 0 {
+		return s.complete(ctx, c, now, res)
+	}
+	free := min(st.Pacing.MaxConcurrent-load.Active, st.Pacing.StartsPerMinute-load.StartedMinute)
+	if free <= 0 {
+		return nil
+	}
+	due, err := s.Store.DueCampaignContacts(ctx, c.ID, now, free*2)
+	if err != nil {
+		return err
+	}
+	for _, cc := range due {
+		if free == 0 {
+			break
+		}
+		loc := zoneOf(cc.Timezone, org.Timezone)
+		if !st.CallingHours.Open(now, loc) {
+			if err := s.Store.DeferCampaignContact(ctx, cc.ID, st.CallingHours.NextOpening(now, loc), now); err != nil {
+				return err
+			}
+			continue
+		}
+		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+			a, err := tx.LeaseCampaignAttempt(ctx, cc, now)
+			if err != nil {
+				return err
+			}
+			payload, _ := json.Marshal(AttemptPayload{ConversationID: a.ConversationID})
+			_, _, err = tx.EnqueueJob(ctx, store.NewJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5})
+			return err
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue // another tick took it
+		}
+		if err != nil {
+			return err
+		}
+		free--
+		res.Leased++
+	}
+	return nil
+}
+
+// zoneOf loads the contact's zone, else the organization's, else UTC. Zones were checked when
+// stored; one that no longer loads falls back rather than being dialled at a guessed hour.
+func zoneOf(contactTZ, orgTZ string) *time.Location {
+	for _, name := range []string{contactTZ, orgTZ} {
+		if loc, err := loadZone(name); err == nil {
+			return loc
+		}
+	}
+	return time.UTC
+}
+
+// complete marks a running campaign whose contacts all finished as completed.
+func (s *Service) complete(ctx context.Context, c store.Campaign, now time.Time, res *TickResult) error {
+	err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+		got, err := tx.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignCompleted, "", "", now)
+		if err != nil {
+			return err
+		}
+		return campaignEvent(ctx, tx.Queries, got, "campaign.completed", map[string]any{"contacts": got.Counts})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	if err == nil {
+		res.Finished++
+	}
+	return err
+}
+
+// breaker pauses a campaign whose last attempts mostly failed for one cause (a trunk down,
+// calls refused with 403, credit used up), with the cause as its reason and an event.
+func (s *Service) breaker(ctx context.Context, c store.Campaign, now time.Time) (bool, error) {
+	recent, err := s.Store.RecentAttemptOutcomes(ctx, c.ID, breakerWindow)
+	if err != nil || len(recent) < breakerWindow {
+		return false, err
+	}
+	causes := map[string]int{}
+	for _, a := range recent {
+		if a.Outcome == store.ContactFailed && a.Detail != "" {
+			causes[a.Detail]++
+		}
+	}
+	for cause, n := range causes {
+		if n < breakerTrip {
+			continue
+		}
+		reason := fmt.Sprintf("%d of the last %d calls failed: %s. Fix the cause, then resume the campaign.", n, len(recent), cause)
+		code := cause
+		if _, ok := fault.Codes[code]; !ok {
+			code = fault.CodeUpstreamUnreachable
+			if cause == "failed" || strings.HasPrefix(cause, "sip") {
+				code = "call_failed"
+			}
+		}
+		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+			got, err := tx.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignPaused, reason, code, now)
+			if err != nil {
+				return err
+			}
+			return campaignEvent(ctx, tx.Queries, got, "campaign.paused", map[string]any{"reason": reason, "code": code, "by": "circuit_breaker"})
+		})
+		if errors.Is(err, store.ErrConflict) {
+			return true, nil
+		}
+		return err == nil, err
+	}
+	return false, nil
+}
+
+// outcomeOf maps a conversation's end reason to the contact's outcome.
+func outcomeOf(endReason string) string {
+	switch endReason {
+	case "no_answer":
+		return store.ContactNoAnswer
+	case "busy":
+		return store.ContactBusy
+	case "voicemail":
+		return store.ContactVoicemail
+	case "invalid_number", "failed", "provider_error", "credit_exhausted", "network_lost", "media_timeout":
+		return store.ContactFailed
+	}
+	return store.ContactCompleted
+}
+
+// retryDelay is the wait before attempt n+1 after n attempts.
+func retryDelay(cb CampaignCallbacks, attempts int) time.Duration {
+	d := float64(cb.DelaySeconds) * math.Pow(cb.Backoff, float64(max(attempts-1, 0)))
+	return time.Duration(min(d, 30*24*3600) * float64(time.Second))
+}
+
+// settle records what happened to the campaign's attempts whose conversation moved on.
+func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now time.Time) (int, error) {
+	todo, err := s.Store.AttemptsToSettle(ctx, c.ID, now.Add(-staleLease), 500)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range todo {
+		a := t.Attempt
+		switch {
+		case a.State == store.AttemptLeased: // its job never made the conversation: nothing was dialled
+			err = s.Store.GiveBackAttempt(ctx, a, "the worker went away before dialling", nil, now)
+		case t.ConvStatus == store.ConvInProgress:
+			err = s.Store.MarkContactInCall(ctx, a, now)
+		default:
+			err = s.finish(ctx, c, st, a, outcomeOf(t.EndReason), t.EndReason, now)
+		}
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// finish records an attempt's outcome: a retry when the outcome is retried and attempts are
+// left (queued, its next attempt after the growing delay), or the contact's final state with
+// a contact_finished event.
+func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
+	return s.Store.Tx(ctx, func(tx *store.Tx) error {
+		cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+		if err != nil {
+			return err
+		}
+		retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
+		if retry {
+			cur, err := tx.GetCampaign(ctx, c.ID)
+			if err != nil {
+				return err
+			}
+			retry = cur.Status != store.CampaignCancelled
+		}
+		if retry {
+			next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
+			return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
+		}
+		if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
+			return err
+		}
+		return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+			"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
+			"attempts": cc.Attempts, "conversation_id": a.ConversationID})
+	})
+}
+
+// AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
+// for the same attempt: once the attempt is placed, or settled, it dials nothing.
+func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
+	a, err := s.Store.GetCampaignAttempt(ctx, p.ConversationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || a.State != store.AttemptLeased {
+		return err // placed or settled: never dialled again
+	}
+	c, err := s.Store.GetCampaign(ctx, a.CampaignID)
+	if err != nil {
+		return err
+	}
+	cc, err := s.Store.GetCampaignContact(ctx, a.CampaignContactID)
+	if err != nil {
+		return err
+	}
+	org, err := s.Store.GetOrg(ctx, c.OrgID)
+	if err != nil {
+		return err
+	}
+	st := readSettings(c.Settings)
+	now := s.now()
+	giveBack := func(why string, next *time.Time) error {
+		err := s.Store.GiveBackAttempt(ctx, a, why, next, now)
+		if errors.Is(err, store.ErrConflict) {
+			return nil
+		}
+		return err
+	}
+	switch c.Status {
+	case store.CampaignRunning:
+	case store.CampaignCancelled, store.CampaignCompleted:
+		return s.skip(ctx, c, a, cc, store.ContactCancelled, "the campaign was "+c.Status, now)
+	default: // paused: the contact waits for the resume
+		return giveBack("the campaign was "+c.Status, nil)
+	}
+	// Checked again at dial time: the do-not-call list and the calling hours.
+	if on, err := s.Store.OnDoNotCall(ctx, org.ID, cc.ToNumber); err != nil {
+		return err
+	} else if on {
+		return s.skip(ctx, c, a, cc, store.ContactSkippedDNC, fault.CodeDoNotCall, now)
+	}
+	loc := zoneOf(cc.Timezone, org.Timezone)
+	if !st.CallingHours.Open(now, loc) {
+		next := st.CallingHours.NextOpening(now, loc)
+		return giveBack("outside the calling hours", &next)
+	}
+	act := app.SystemActor(org, "campaign")
+	act.Scope = act.Scope.Narrow(c.ProjectID)
+	act.Scope.Mode = c.Mode
+	var vars calls.Variables
+	var meta calls.Metadata
+	_ = json.Unmarshal(cc.Variables, &vars)
+	_ = json.Unmarshal(cc.Metadata, &meta)
+	if meta == nil {
+		meta = calls.Metadata{}
+	}
+	meta["campaign_id"], meta["campaign_contact_id"] = string(c.ID), string(cc.ID)
+	if cc.ContactID != "" {
+		meta["contact_id"] = string(cc.ContactID)
+	}
+	body := calls.CallCreate{AgentID: string(c.AgentID), ToNumber: cc.ToNumber,
+		StartOptions: calls.StartOptions{Variables: vars, Metadata: meta, ExternalID: nullable(cc.ExternalID)}}
+	if st.PhoneNumberID != "" {
+		body.PhoneNumberID = &st.PhoneNumberID
+	}
+	start, err := s.Calls.Rules.CheckCall(ctx, s.Store.Queries, act, c.Mode, body, now, false)
+	var fe *fault.Error
+	switch {
+	case errors.As(err, &fe) && fe.Code == fault.CodeDoNotCall:
+		return s.skip(ctx, c, a, cc, store.ContactSkippedDNC, fe.Code, now)
+	case errors.As(err, &fe):
+		return s.failAttempt(ctx, c, st, a, fe.Code, now)
+	case err != nil:
+		return err
+	}
+	conv := calls.NewConversation(act, c.Mode, start, store.ChannelPhone, "outbound", store.ConvPending)
+	conv.ID, conv.ToNumber = a.ConversationID, cc.ToNumber
+	if err := s.Calls.Media.AcquireCallSlot(ctx, org.ID, conv.ID, s.Calls.MaxCalls); err != nil {
+		if errors.As(err, &fe) && fe.Code == fault.CodeTooManyCalls {
+			next := now.Add(slotRetry)
+			return giveBack("the organization's call limit", &next)
+		}
+		return err
+	}
+	// The conversation and the attempt's placed mark commit together, before the INVITE.
+	_, err = app.Change(app.WithCommitHook(ctx, nil), s.Store, act, func(tx *store.Tx, au *app.Audit) (struct{}, error) {
+		if err := tx.MarkAttemptPlaced(ctx, a.ConversationID); err != nil {
+			return struct{}{}, err
+		}
+		created, err := tx.CreateConversation(ctx, conv)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, au.Record("call.created", "conversation", string(created.ID), created.ProjectID, map[string]any{
+			"agent_id": created.AgentID, "to_number": created.ToNumber, "campaign_id": c.ID, "campaign_contact_id": cc.ID, "attempt": a.Attempt})
+	})
+	if err != nil {
+		s.Calls.Media.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, conv.ID)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		// Settled meanwhile (given back by a tick), or the campaign stopped running: nothing
+		// was dialled.
+		if a2, err := s.Store.GetCampaignAttempt(ctx, a.ConversationID); err != nil || a2.State != store.AttemptLeased {
+			return err
+		}
+		c2, err := s.Store.GetCampaign(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if c2.Status == store.CampaignCancelled || c2.Status == store.CampaignCompleted {
+			return s.skip(ctx, c2, a, cc, store.ContactCancelled, "the campaign was "+c2.Status, now)
+		}
+		return giveBack("the campaign was "+c2.Status, nil)
+	}
+	pl := calls.Placement{ConversationID: conv.ID, Trunk: start.From.Trunk, RingTimeout: time.Duration(st.Pacing.RingTimeoutSeconds) * time.Second}
+	if *st.Voicemail.Detect {
+		pl.AMD = &calls.AMD{LeaveMessage: st.Voicemail.Action == "leave_message", Message: fillPlaceholders(st.Voicemail.Message, cc)}
+	}
+	if err := s.Calls.Media.Place(ctx, conv.Mode, pl); err != nil {
+		// The conversation ends failed and gives its slot back; its attempt is settled now,
+		// with the cause the circuit breaker counts.
+		s.Calls.Media.Abandon(ctx, org.ID, conv.ID)
+		code := "failed"
+		if errors.As(err, &fe) {
+			code = fe.Code
+		}
+		if ferr := s.finish(ctx, c, st, a, store.ContactFailed, code, s.now()); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
+			return ferr
+		}
+	}
+	return nil
+}
+
+// skip ends a contact without a call.
+func (s *Service) skip(ctx context.Context, c store.Campaign, a store.CampaignAttempt, cc store.CampaignContact, state, detail string, now time.Time) error {
+	err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := tx.SkipCampaignContact(ctx, a, state, detail, now); err != nil {
+			return err
+		}
+		return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+			"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": state, "detail": detail, "attempts": cc.Attempts - 1})
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// failAttempt ends an attempt that could not be placed (the agent unpublished, credit used up,
+// …) as failed with the problem code, for the breaker to count.
+func (s *Service) failAttempt(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, code string, now time.Time) error {
+	err := s.finish(ctx, c, st, a, store.ContactFailed, code, now)
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+var placeholder = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// fillPlaceholders fills {{name}} and the contact's {{variables}} into a voicemail message;
+// an unknown placeholder is left out.
+func fillPlaceholders(msg string, cc store.CampaignContact) string {
+	var vars map[string]any
+	_ = json.Unmarshal(cc.Variables, &vars)
+	return placeholder.ReplaceAllStringFunc(msg, func(m string) string {
+		k := placeholder.FindStringSubmatch(m)[1]
+		if k == "name" && cc.Name != "" {
+			return cc.Name
+		}
+		if v, ok := vars[k]; ok {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+}

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The campaign dialler's reads and writes. They cross organizations (the workers serve every
+// campaign) and so live on Queries, like the scheduled calls' lease.
+
+// Attempt states: leased (its conversation id minted, no conversation yet), placed (the
+// conversation exists: the INVITE may have gone out, so the attempt is never dialled again),
+// finished (its outcome recorded), not_dialled (given back before any conversation was made:
+// paused, outside the hours, no slot).
+const (
+	AttemptLeased     = "leased"
+	AttemptPlaced     = "placed"
+	AttemptFinished   = "finished"
+	AttemptNotDialled = "not_dialled"
+)
+
+// CampaignAttempt is one attempt at calling a campaign contact. Its ConversationID is minted
+// when the attempt is leased, before anything is dialled.
+type CampaignAttempt struct {
+	ConversationID    ConversationID
+	CampaignID        CampaignID
+	CampaignContactID CampaignContactID
+	Attempt           int
+	State             string
+	Outcome           string
+	Detail            string
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+}
+
+const attemptCols = `conversation_id, campaign_id, campaign_contact_id, attempt, state, outcome, detail, created_at, finished_at`
+
+func scanAttempt(r rowScanner) (CampaignAttempt, error) {
+	var a CampaignAttempt
+	err := r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
+		nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt})
+	return a, err
+}
+
+// GetCampaign returns a campaign by id, whatever its organization (for the workers), without
+// its counts (counting is a scan of its contacts; the dialler reads a campaign per attempt).
+func (q *Queries) GetCampaign(ctx context.Context, id CampaignID) (Campaign, error) {
+	return one(ctx, q, "get campaign", newSel(`SELECT `+campaignCols+` FROM campaigns`).id("id", string(id)), scanCampaign)
+}
+
+// CampaignsToRun returns the campaigns the dialler serves at now: the running ones and the
+// scheduled ones whose start time has come, oldest first.
+func (q *Queries) CampaignsToRun(ctx context.Context, now time.Time, limit int) ([]Campaign, error) {
+	return list(ctx, q, "campaigns to run", `SELECT `+campaignCols+` FROM campaigns
+		WHERE status = 'running' OR (status = 'scheduled' AND start_at <= $1) ORDER BY id LIMIT $2`,
+		[]any{ts(normTime(now)), clampLimit(limit)}, scanCampaign)
+}
+
+// CampaignLoad is what pacing needs to know of a campaign at a moment: the contacts being
+// called, the attempts started in the last minute, the contacts not finished.
+type CampaignLoad struct {
+	Active        int
+	StartedMinute int
+	Unfinished    int
+}
+
+// CampaignLoadAt counts a campaign's calls going, starts in the minute before now, and the
+// contacts still to finish.
+func (q *Queries) CampaignLoadAt(ctx context.Context, id CampaignID, now time.Time) (CampaignLoad, error) {
+	var l CampaignLoad
+	err := q.get(ctx, "campaign load", `SELECT
+		(SELECT count(*) FROM campaign_contacts WHERE campaign_id = $1 AND state IN ('dialing', 'in_call')),
+		(SELECT count(*) FROM campaign_attempts WHERE campaign_id = $1 AND created_at > $2 AND state <> 'not_dialled'),
+		(SELECT count(*) FROM campaign_contacts WHERE campaign_id = $1 AND state IN ('queued', 'dialing', 'in_call'))`,
+		[]any{string(id), ts(normTime(now.Add(-time.Minute)))}, func(r rowScanner) error { return r.Scan(&l.Active, &l.StartedMinute, &l.Unfinished) })
+	return l, err
+}
+
+// DueCampaignContacts returns up to limit queued contacts of a campaign whose next attempt is
+// due at now, the longest waiting first.
+func (q *Queries) DueCampaignContacts(ctx context.Context, id CampaignID, now time.Time, limit int) ([]CampaignContact, error) {
+	return list(ctx, q, "due campaign contacts", `SELECT `+ccCols+` FROM campaign_contacts
+		WHERE campaign_id = $1 AND state = 'queued' AND (next_attempt_at IS NULL OR next_attempt_at <= $2)
+		ORDER BY next_attempt_at, id LIMIT $3`, []any{string(id), ts(normTime(now)), clampLimit(limit)}, scanCampaignContact)
+}
+
+// DeferCampaignContact moves a queued contact's next attempt to at (its calling hours open then).
+func (q *Queries) DeferCampaignContact(ctx context.Context, id CampaignContactID, at, now time.Time) error {
+	_, err := q.exec(ctx, "defer campaign contact", `UPDATE campaign_contacts SET next_attempt_at = $2, updated_at = $3 WHERE id = $1 AND state = 'queued'`,
+		string(id), ts(normTime(at)), ts(normTime(now)))
+	return err
+}
+
+// LeaseCampaignAttempt takes the next attempt of a queued contact: it mints the conversation id
+// the call will take, records the attempt and marks the contact dialing, in the caller's
+// transaction (with the job that will dial it). It is ErrConflict when the contact is no longer
+// queued at that attempt count (another worker took it).
+func (q *Queries) LeaseCampaignAttempt(ctx context.Context, cc CampaignContact, now time.Time) (CampaignAttempt, error) {
+	a := CampaignAttempt{ConversationID: newID[ConversationID](), CampaignID: cc.CampaignID, CampaignContactID: cc.ID,
+		Attempt: cc.Attempts + 1, State: AttemptLeased, CreatedAt: normTime(now)}
+	res, err := q.exec(ctx, "lease campaign contact",
+		`UPDATE campaign_contacts SET state = 'dialing', attempts = attempts + 1, conversation_id = $3, next_attempt_at = NULL, updated_at = $4
+		WHERE id = $1 AND state = 'queued' AND attempts = $2`, string(cc.ID), cc.Attempts, string(a.ConversationID), ts(a.CreatedAt))
+	if err != nil {
+		return CampaignAttempt{}, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return CampaignAttempt{}, fmt.Errorf("store: lease campaign contact %s: %w", cc.ID, ErrConflict)
+	}
+	if _, err := q.exec(ctx, "record attempt", `INSERT INTO campaign_attempts (`+attemptCols+`) VALUES ($1, $2, $3, $4, 'leased', NULL, NULL, $5, NULL)`,
+		string(a.ConversationID), string(a.CampaignID), string(a.CampaignContactID), a.Attempt, ts(a.CreatedAt)); err != nil {
+		return CampaignAttempt{}, err
+	}
+	return a, nil
+}
+
+// GetCampaignAttempt returns the attempt whose conversation id is id.
+func (q *Queries) GetCampaignAttempt(ctx context.Context, id ConversationID) (CampaignAttempt, error) {
+	return one(ctx, q, "get attempt", newSel(`SELECT `+attemptCols+` FROM campaign_attempts`).id("conversation_id", string(id)), scanAttempt)
+}
+
+// GetCampaignContact returns a campaign contact by id, whatever its organization.
+func (q *Queries) GetCampaignContact(ctx context.Context, id CampaignContactID) (CampaignContact, error) {
+	return one(ctx, q, "get campaign contact", newSel(`SELECT `+ccCols+` FROM campaign_contacts`).id("id", string(id)), scanCampaignContact)
+}
+
+// MarkAttemptPlaced records, in the transaction that stores its conversation, that an
+// attempt's conversation exists: from then on it is never dialled again. It is ErrConflict when
+// the attempt is no longer leased or its campaign is no longer running (paused or cancelled
+// meanwhile: nothing new is dialled).
+func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) error {
+	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND state = 'leased'
+		AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')`, string(id))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("store: attempt %s: %w: not leased", id, ErrConflict)
+	}
+	return nil
+}
+
+// GiveBackAttempt undoes a leased attempt that dialled nothing: the attempt is not_dialled, and
+// the contact is queued again (its attempt count restored) with its next attempt at next.
+func (q *Queries) GiveBackAttempt(ctx context.Context, a CampaignAttempt, reason string, next *time.Time, now time.Time) error {
+	res, err := q.exec(ctx, "give back attempt", `UPDATE campaign_attempts SET state = 'not_dialled', detail = $2, finished_at = $3
+		WHERE conversation_id = $1 AND state = 'leased'`, string(a.ConversationID), nullText(reason), ts(normTime(now)))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("store: attempt %s: %w: not leased", a.ConversationID, ErrConflict)
+	}
+	_, err = q.exec(ctx, "requeue campaign contact", `UPDATE campaign_contacts SET state = 'queued', attempts = attempts - 1, next_attempt_at = $3,
+		updated_at = $4 WHERE id = $1 AND conversation_id = $2 AND state = 'dialing'`,
+		string(a.CampaignContactID), string(a.ConversationID), nullTS(next), ts(normTime(now)))
+	return err
+}
+
+// AttemptToSettle is an open attempt whose conversation has moved on: answered, or ended.
+type AttemptToSettle struct {
+	Attempt    CampaignAttempt
+	ConvStatus string
+	EndReason  string
+}
+
+// AttemptsToSettle returns up to limit placed attempts of a campaign whose conversation is in
+// progress (the contact is in_call) or has ended (the outcome is to be recorded), and the
+// leased attempts older than stale whose conversation never came (the worker went away before
+// making it: nothing was dialled).
+func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale time.Time, limit int) ([]AttemptToSettle, error) {
+	return list(ctx, q, "attempts to settle", `SELECT a.conversation_id, a.campaign_id, a.campaign_contact_id, a.attempt, a.state, a.outcome, a.detail,
+		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, '')
+		FROM campaign_attempts a JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
+		LEFT JOIN conversations c ON c.id = a.conversation_id
+		WHERE a.campaign_id = $1 AND (
+			(a.state = 'placed' AND (c.status = 'ended' OR (c.status = 'in_progress' AND cc.state = 'dialing')))
+			OR (a.state = 'leased' AND a.created_at < $2 AND c.id IS NULL))
+		ORDER BY a.created_at LIMIT $3`, []any{string(id), ts(normTime(stale)), clampLimit(limit)},
+		func(r rowScanner) (s AttemptToSettle, err error) {
+			a := &s.Attempt
+			err = r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
+				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}, &s.ConvStatus, &s.EndReason)
+			return s, err
+		})
+}
+
+// MarkContactInCall records that a contact's current attempt was answered.
+func (q *Queries) MarkContactInCall(ctx context.Context, a CampaignAttempt, now time.Time) error {
+	_, err := q.exec(ctx, "campaign contact in call", `UPDATE campaign_contacts SET state = 'in_call', updated_at = $3
+		WHERE id = $1 AND conversation_id = $2 AND state = 'dialing'`, string(a.CampaignContactID), string(a.ConversationID), ts(normTime(now)))
+	return err
+}
+
+// FinishAttempt records an attempt's outcome and moves its contact: to state (final, or queued
+// again with its next attempt at next). It is ErrConflict when the attempt was settled already.
+func (q *Queries) FinishAttempt(ctx context.Context, a CampaignAttempt, outcome, detail, state string, next *time.Time, now time.Time) error {
+	n := ts(normTime(now))
+	res, err := q.exec(ctx, "finish attempt", `UPDATE campaign_attempts SET state = 'finished', outcome = $2, detail = $3, finished_at = $4
+		WHERE conversation_id = $1 AND state IN ('leased', 'placed')`, string(a.ConversationID), outcome, nullText(detail), n)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return fmt.Errorf("store: attempt %s: %w: settled already", a.ConversationID, ErrConflict)
+	}
+	var finished any
+	if state != ContactQueued {
+		finished = n
+	}
+	_, err = q.exec(ctx, "campaign contact outcome", `UPDATE campaign_contacts SET state = $3, last_outcome = $4, last_detail = $5,
+		next_attempt_at = $6, updated_at = $7, finished_at = $8 WHERE id = $1 AND conversation_id = $2`,
+		string(a.CampaignContactID), string(a.ConversationID), state, outcome, nullText(detail), nullTS(next), n, finished)
+	return err
+}
+
+// SkipCampaignContact ends a contact without a call (skipped_dnc, cancelled): its leased
+// attempt is marked not dialled and no longer counts, and the contact takes the final state.
+func (q *Queries) SkipCampaignContact(ctx context.Context, a CampaignAttempt, state, detail string, now time.Time) error {
+	n := ts(normTime(now))
+	res, err := q.exec(ctx, "skip attempt", `UPDATE campaign_attempts SET state = 'not_dialled', outcome = $2, detail = $3, finished_at = $4
+		WHERE conversation_id = $1 AND state = 'leased'`, string(a.ConversationID), state, nullText(detail), n)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return fmt.Errorf("store: attempt %s: %w: not leased", a.ConversationID, ErrConflict)
+	}
+	_, err = q.exec(ctx, "skip campaign contact", `UPDATE campaign_contacts SET state = $3, attempts = attempts - 1, last_outcome = $3,
+		last_detail = $4, next_attempt_at = NULL, updated_at = $5, finished_at = $5 WHERE id = $1 AND conversation_id = $2`,
+		string(a.CampaignContactID), string(a.ConversationID), state, nullText(detail), n)
+	return err
+}
+
+// RecentAttemptOutcomes returns the outcomes of a campaign's last n finished attempts, newest
+// first (for the circuit breaker).
+func (q *Queries) RecentAttemptOutcomes(ctx context.Context, id CampaignID, n int) ([]CampaignAttempt, error) {
+	return list(ctx, q, "recent attempts", `SELECT `+attemptCols+` FROM campaign_attempts WHERE campaign_id = $1 AND state = 'finished'
+		ORDER BY finished_at DESC LIMIT $2`, []any{string(id), clampLimit(n)}, scanAttempt)
+}

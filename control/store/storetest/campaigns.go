@@ -1,0 +1,261 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parley-voice/parley/control/store"
+)
+
+// campaignTests are the conformance tests of contacts, the do-not-call list and campaigns
+// (issue 15).
+var campaignTests = []struct {
+	name string
+	fn   func(*testing.T, Opener)
+}{
+	{"ContactsScopeAndUpsert", testContactsScopeAndUpsert},
+	{"DoNotCallList", testDoNotCallList},
+	{"CampaignLifecycle", testCampaignLifecycle},
+	{"CampaignLeaseOnce", testCampaignLeaseOnce},
+}
+
+func testContactsScopeAndUpsert(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	p1 := store.Scope{Org: w.org.ID, Projects: []store.ProjectID{w.p1.ID}, Mode: store.ModeLive}
+	c := must[store.Contact](t, "create")(w.s.Contacts().Create(ctx, p1, store.Contact{OrgID: w.org.ID, ProjectID: w.p1.ID,
+		Number: "+14155550100", Name: "Ada", Timezone: "Europe/London", ExternalID: "crm-1", Variables: json.RawMessage(`{"plan":"gold"}`)}))
+	_, err := w.s.Contacts().Create(ctx, p1, store.Contact{OrgID: w.org.ID, ProjectID: w.p1.ID, Number: "+14155550100"})
+	wantErr(t, "same number", err, store.ErrConflict)
+	for name, sc := range reachScopes(t, w) {
+		if name == "the other mode" {
+			continue // contacts belong to no key mode
+		}
+		_, err := w.s.Contacts().Get(ctx, sc, c.ID)
+		wantErr(t, "get from "+name, err, store.ErrNotFound)
+		_, err = w.s.Contacts().Delete(ctx, sc, c.ID)
+		wantErr(t, "delete from "+name, err, store.ErrNotFound)
+		if l := must[[]store.Contact](t, "list")(w.s.Contacts().List(ctx, sc, store.ContactFilter{}, store.Page{Limit: 10})); len(l) != 0 {
+			t.Fatalf("%s lists %d contacts", name, len(l))
+		}
+		_, err = w.s.Contacts().Upsert(ctx, sc, w.p1.ID, []store.Contact{{Number: "+14155550101"}})
+		if name == "another project" || name == "another organization" {
+			wantErr(t, "upsert from "+name, err, store.ErrNotFound)
+		}
+	}
+	// Upsert: by external id first, else by number; new ones created; ids kept.
+	in := []store.Contact{
+		{Number: "+14155550199", ExternalID: "crm-1", Name: "Ada L."}, // crm-1 moves to a new number
+		{Number: "+14155550102", Name: "Bob"},
+	}
+	for i := range 600 { // more than one chunk
+		in = append(in, store.Contact{Number: fmt.Sprintf("+1415556%04d", i)})
+	}
+	res := must[store.UpsertResult](t, "upsert")(w.s.Contacts().Upsert(ctx, p1, w.p1.ID, in))
+	if res.Created[0] || res.Contacts[0].ID != c.ID || !res.Created[1] || !res.Created[601] {
+		t.Fatalf("upsert: created %v…, first %+v", res.Created[:3], res.Contacts[0])
+	}
+	again := must[store.UpsertResult](t, "upsert again")(w.s.Contacts().Upsert(ctx, p1, w.p1.ID, in))
+	for i, cr := range again.Created {
+		if cr || again.Contacts[i].ID != res.Contacts[i].ID {
+			t.Fatalf("repeat %d: created %v, id %s vs %s", i, cr, again.Contacts[i].ID, res.Contacts[i].ID)
+		}
+	}
+	all := must[[]store.Contact](t, "list")(w.s.Contacts().List(ctx, p1, store.ContactFilter{}, store.Page{Limit: 100}))
+	if len(all) != 101 {
+		t.Fatalf("a page of %d", len(all))
+	}
+	got := must[store.Contact](t, "get")(w.s.Contacts().Get(ctx, p1, c.ID))
+	if got.Number != "+14155550199" || got.Name != "Ada L." || got.ExternalID != "crm-1" {
+		t.Fatalf("upserted %+v", got)
+	}
+	got.Name = "Ada Lovelace"
+	must[store.Contact](t, "update")(w.s.Contacts().Update(ctx, p1, got))
+	must[store.Contact](t, "delete")(w.s.Contacts().Delete(ctx, p1, c.ID))
+	_, err = w.s.Contacts().Get(ctx, p1, c.ID)
+	wantErr(t, "deleted", err, store.ErrNotFound)
+}
+
+func testDoNotCallList(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	all := w.all()
+	d, added, err := w.s.DoNotCallList().Add(ctx, all, store.DoNotCall{Number: "+14155550100", Reason: "asked", Source: store.DNCSourceCaller})
+	if err != nil || !added || d.Source != store.DNCSourceCaller {
+		t.Fatalf("add: %+v %v %v", d, added, err)
+	}
+	d2, added, err := w.s.DoNotCallList().Add(ctx, all, store.DoNotCall{Number: "+14155550100", Reason: "again", Source: store.DNCSourceAPI})
+	if err != nil || added || d2.Reason != "asked" {
+		t.Fatalf("add again: %+v %v %v", d2, added, err)
+	}
+	_, _, err = w.s.DoNotCallList().Add(ctx, all, store.DoNotCall{Number: "0155", Source: store.DNCSourceAPI})
+	wantErr(t, "bad number", err, store.ErrInvalid)
+	if on, _ := w.s.OnDoNotCall(ctx, w.org.ID, "+14155550100"); !on {
+		t.Fatal("not on the list")
+	}
+	must[struct{}](t, "add 2")(struct{}{}, w.s.AddDoNotCall(ctx, w.org.ID, "+14155550200", ""))
+	l := must[[]store.DoNotCall](t, "list")(w.s.DoNotCallList().List(ctx, all, "", store.Page{Limit: 1}))
+	if len(l) != 2 || l[0].Number != "+14155550100" {
+		t.Fatalf("list %+v", l)
+	}
+	l = must[[]store.DoNotCall](t, "list page 2")(w.s.DoNotCallList().List(ctx, all, "", store.Page{Limit: 1, After: l[0].Number}))
+	if len(l) != 1 || l[0].Number != "+14155550200" {
+		t.Fatalf("page 2 %+v", l)
+	}
+	for name, sc := range reachScopes(t, w) {
+		if name == "the other mode" {
+			continue // the list belongs to no key mode
+		}
+		if l := must[[]store.DoNotCall](t, "list from "+name)(w.s.DoNotCallList().List(ctx, sc, "", store.Page{Limit: 10})); len(l) != 0 {
+			t.Fatalf("%s lists %d numbers", name, len(l))
+		}
+		_, err := w.s.DoNotCallList().Remove(ctx, sc, "+14155550100")
+		wantErr(t, "remove from "+name, err, store.ErrNotFound)
+	}
+	must[store.DoNotCall](t, "remove")(w.s.DoNotCallList().Remove(ctx, all, "+14155550100"))
+	if on, _ := w.s.OnDoNotCall(ctx, w.org.ID, "+14155550100"); on {
+		t.Fatal("still on the list")
+	}
+}
+
+func newCampaign(t *testing.T, w agentWorld, n int) (store.Campaign, store.Scope) {
+	t.Helper()
+	ag := w.create(t, w.p1.ID, "Caller "+fmt.Sprint(time.Now().UnixNano()))
+	sc := store.Scope{Org: w.org.ID, Projects: []store.ProjectID{w.p1.ID}, Mode: store.ModeLive}
+	var ccs []store.CampaignContact
+	for i := range n {
+		ccs = append(ccs, store.CampaignContact{ToNumber: fmt.Sprintf("+1415557%04d", i), Timezone: "America/New_York"})
+	}
+	c := must[store.Campaign](t, "create campaign")(w.s.Campaigns().Create(t.Context(), sc, store.Campaign{OrgID: w.org.ID, ProjectID: w.p1.ID,
+		AgentID: ag.ID, Mode: store.ModeLive, Name: "Reminders", Status: store.CampaignDraft}, ccs))
+	return c, sc
+}
+
+func testCampaignLifecycle(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	c, sc := newCampaign(t, w, 3)
+	if c.Counts[store.ContactQueued] != 3 || c.Status != store.CampaignDraft {
+		t.Fatalf("created %+v", c)
+	}
+	added := must[[]store.CampaignContact](t, "add")(w.s.Campaigns().AddContacts(ctx, c, []store.CampaignContact{
+		{ToNumber: "+14155570000"}, {ToNumber: "+14155579999"}}))
+	if len(added) != 1 || added[0].ToNumber != "+14155579999" {
+		t.Fatalf("added %+v (a number the campaign has is left out)", added)
+	}
+	for name, s := range reachScopes(t, w) {
+		_, err := w.s.Campaigns().Get(ctx, s, c.ID)
+		wantErr(t, "get from "+name, err, store.ErrNotFound)
+		if l := must[[]store.Campaign](t, "list")(w.s.Campaigns().List(ctx, s, store.CampaignFilter{}, store.Page{Limit: 10})); len(l) != 0 {
+			t.Fatalf("%s lists %d", name, len(l))
+		}
+	}
+	l := must[[]store.Campaign](t, "list")(w.s.Campaigns().List(ctx, sc, store.CampaignFilter{Status: store.CampaignDraft}, store.Page{Limit: 10}))
+	if len(l) != 1 || l[0].Counts[store.ContactQueued] != 4 {
+		t.Fatalf("list %+v", l)
+	}
+	now := time.Now()
+	run := must[store.Campaign](t, "start")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignDraft}, store.CampaignRunning, "", "", now))
+	if run.Status != store.CampaignRunning || run.StartedAt == nil {
+		t.Fatalf("started %+v", run)
+	}
+	cur, err := w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignDraft}, store.CampaignRunning, "", "", now)
+	if !errors.Is(err, store.ErrConflict) || cur.Status != store.CampaignRunning {
+		t.Fatalf("start twice: %v %+v", err, cur)
+	}
+	must[store.Campaign](t, "pause")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignPaused, "trunk down", "upstream_unreachable", now))
+	p := must[store.Campaign](t, "get")(w.s.Campaigns().Get(ctx, sc, c.ID))
+	if p.PausedReason != "trunk down" || p.PausedCode != "upstream_unreachable" {
+		t.Fatalf("paused %+v", p)
+	}
+	must[store.Campaign](t, "cancel")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignPaused}, store.CampaignCancelled, "", "", now))
+	if n := must[int64](t, "cancel queued")(w.s.Campaigns().CancelQueued(ctx, c.ID, now)); n != 4 {
+		t.Fatalf("cancelled %d", n)
+	}
+	ccs := must[[]store.CampaignContact](t, "contacts")(w.s.Campaigns().ListContacts(ctx, c, store.CampaignContactFilter{State: store.ContactCancelled}, store.Page{Limit: 10}))
+	if len(ccs) != 4 || ccs[0].FinishedAt == nil {
+		t.Fatalf("contacts %+v", ccs)
+	}
+}
+
+// testCampaignLeaseOnce: two workers leasing the same due contacts at once take each attempt
+// once; an attempt placed is never given back; a given-back attempt restores the count.
+func testCampaignLeaseOnce(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	c, _ := newCampaign(t, w, 20)
+	now := time.Now()
+	var mu sync.Mutex
+	leased := map[store.CampaignContactID]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			due, err := w.s.DueCampaignContacts(ctx, c.ID, now, 100)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, cc := range due {
+				err := w.s.Tx(ctx, func(tx *store.Tx) error {
+					_, err := tx.LeaseCampaignAttempt(ctx, cc, now)
+					return err
+				})
+				if errors.Is(err, store.ErrConflict) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				leased[cc.ID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(leased) != 20 {
+		t.Fatalf("%d contacts leased", len(leased))
+	}
+	for id, n := range leased {
+		if n != 1 {
+			t.Fatalf("contact %s leased %d times", id, n)
+		}
+	}
+	load := must[store.CampaignLoad](t, "load")(w.s.CampaignLoadAt(ctx, c.ID, now.Add(time.Second)))
+	if load.Active != 20 || load.StartedMinute != 20 || load.Unfinished != 20 {
+		t.Fatalf("load %+v", load)
+	}
+	var a store.CampaignAttempt
+	for id := range leased {
+		cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, id))
+		a = must[store.CampaignAttempt](t, "attempt")(w.s.GetCampaignAttempt(ctx, cc.ConversationID))
+		break
+	}
+	next := now.Add(time.Hour)
+	must[struct{}](t, "give back")(struct{}{}, w.s.GiveBackAttempt(ctx, a, "paused", &next, now))
+	cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, a.CampaignContactID))
+	if cc.State != store.ContactQueued || cc.Attempts != 0 || cc.NextAttemptAt == nil {
+		t.Fatalf("given back %+v", cc)
+	}
+	wantErr(t, "place a given-back attempt", w.s.MarkAttemptPlaced(ctx, a.ConversationID), store.ErrConflict)
+	// Stale leased attempts with no conversation are settled by the dialler.
+	settle := must[[]store.AttemptToSettle](t, "settle")(w.s.AttemptsToSettle(ctx, c.ID, now.Add(time.Minute), 100))
+	if len(settle) != 19 {
+		t.Fatalf("%d to settle", len(settle))
+	}
+	s := settle[0].Attempt
+	must[struct{}](t, "finish")(struct{}{}, w.s.FinishAttempt(ctx, s, "no_answer", "", store.ContactQueued, &next, now))
+	wantErr(t, "finish twice", w.s.FinishAttempt(ctx, s, "no_answer", "", store.ContactQueued, &next, now), store.ErrConflict)
+	cc = must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, s.CampaignContactID))
+	if cc.State != store.ContactQueued || cc.Attempts != 1 || cc.LastOutcome != "no_answer" {
+		t.Fatalf("after no answer %+v", cc)
+	}
+	if r := must[[]store.CampaignAttempt](t, "recent")(w.s.RecentAttemptOutcomes(ctx, c.ID, 5)); len(r) != 1 || r[0].Outcome != "no_answer" {
+		t.Fatalf("recent %+v", r)
+	}
+}
