@@ -135,12 +135,39 @@ type storeTrunks struct {
 	at     time.Time
 }
 
-const trunkRefresh = 5 * time.Second
+// trunkRefresh is how long the trunk list is kept; trunkMissRefresh is how soon a miss (no
+// trunk for a source or a name) reads the store again, so a trunk added by the admin CLI is
+// found at once rather than after trunkRefresh.
+const (
+	trunkRefresh     = 5 * time.Second
+	trunkMissRefresh = 500 * time.Millisecond
+)
 
 func (s *storeTrunks) load(ctx context.Context) ([]sip.Trunk, error) {
+	return s.loadWithin(ctx, trunkRefresh)
+}
+
+// find returns the first trunk that matches, reading the store again once on a miss.
+func (s *storeTrunks) find(ctx context.Context, match func(sip.Trunk) bool) (sip.Trunk, bool, error) {
+	for _, maxAge := range []time.Duration{trunkRefresh, trunkMissRefresh} {
+		ts, err := s.loadWithin(ctx, maxAge)
+		if err != nil {
+			return sip.Trunk{}, false, err
+		}
+		for _, t := range ts {
+			if match(t) {
+				return t, true, nil
+			}
+		}
+	}
+	return sip.Trunk{}, false, nil
+}
+
+// loadWithin returns the trunk list, read again from the store when the kept one is older than maxAge.
+func (s *storeTrunks) loadWithin(ctx context.Context, maxAge time.Duration) ([]sip.Trunk, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cached != nil && time.Since(s.at) < trunkRefresh {
+	if s.cached != nil && time.Since(s.at) < maxAge {
 		return s.cached, nil
 	}
 	rows, err := s.st.ListTrunks(ctx)
@@ -211,14 +238,9 @@ func withNetworks(ctx context.Context, q *store.Store, id store.TrunkID, st *sip
 
 // MatchSource implements sip.TrunkSource.
 func (s *storeTrunks) MatchSource(ctx context.Context, src netip.Addr) (sip.Trunk, error) {
-	ts, err := s.load(ctx)
-	if err != nil {
-		return sip.Trunk{}, err
-	}
-	for _, t := range ts {
-		if t.Allows(src) {
-			return t, nil
-		}
+	t, ok, err := s.find(ctx, func(t sip.Trunk) bool { return t.Allows(src) })
+	if err != nil || ok {
+		return t, err
 	}
 	return sip.Trunk{}, fmt.Errorf("%w for source %s", sip.ErrUnknownTrunk, src)
 }
@@ -227,14 +249,9 @@ func (s *storeTrunks) MatchSource(ctx context.Context, src netip.Addr) (sip.Trun
 func (s *storeTrunks) Lookup(name string) (sip.Trunk, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ts, err := s.load(ctx)
-	if err != nil {
-		return sip.Trunk{}, err
-	}
-	for _, t := range ts {
-		if name == "" || t.Name == name {
-			return t, nil
-		}
+	t, ok, err := s.find(ctx, func(t sip.Trunk) bool { return name == "" || t.Name == name })
+	if err != nil || ok {
+		return t, err
 	}
 	if name == "" {
 		return sip.Trunk{}, errors.New("no SIP trunk is configured (parley admin trunks add)")

@@ -54,9 +54,10 @@ func (r *lifeRouter) Inbound(ctx context.Context, in sip.InboundCall) (sip.Plan,
 	lc := r.call(in.CallID)
 	r.mu.Lock()
 	lc.slots++
+	ringFor := r.ringFor
 	r.mu.Unlock()
 	return sip.Plan{
-		RingFor: r.ringFor,
+		RingFor: ringFor,
 		Conversation: func(ctx context.Context, c *sip.Call) (*session.Conversation, error) {
 			conv, err := session.New(session.Options{ID: c.ID(), Agent: r.e.agent, LLM: r.e.llm, STT: r.e.stt, TTS: r.e.tts,
 				Sink: endSink{&lc.sunk}, Log: quiet()})

@@ -245,10 +245,11 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
-// TestDiskFull fills a database capped by max_page_count and checks the error is clear.
+// TestDiskFull fills a database capped by max_page_count (512 pages of 4 KB: the schema and
+// some room) and checks the error is clear.
 func TestDiskFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "small.db")
-	s := open(t, store.Options{URL: path + "?_pragma=max_page_count(128)"})
+	s := open(t, store.Options{URL: path + "?_pragma=max_page_count(512)"})
 	if _, err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -257,13 +258,13 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(map[string]string{"blob": strings.Repeat("x", 16<<10)})
-	for i := range 100 {
+	for i := range 400 {
 		err = s.InsertAudit(t.Context(), store.AuditEvent{OrgID: org.ID, ActorType: store.ActorSystem, Action: "test.filled", Data: data})
 		if err != nil {
 			break
 		}
-		if i == 99 {
-			t.Fatal("1.6 MB went into a 256 KB database")
+		if i == 399 {
+			t.Fatal("6.4 MB went into a 2 MB database")
 		}
 	}
 	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "full") {
