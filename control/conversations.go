@@ -12,6 +12,7 @@ import (
 	"github.com/parley-voice/parley/control/app/audit"
 	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/app/knowledge"
+	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/channels"
 	"github.com/parley-voice/parley/control/cluster"
 	"github.com/parley-voice/parley/control/config"
@@ -117,6 +118,7 @@ func (n *Node) conversationAPI(a *api.API) {
 		a.Guard, a.MCP = n.Outbound, n.tools.mcp
 	}
 	a.TransferCheck = channels.TransferChecker{Store: n.Store, Allow: n.cfg.TransferAllow}.Check // issue 22 item 7
+	n.whatsappAPI(a)                                                                             // issue 19
 	a.Services()
 }
 
@@ -130,7 +132,10 @@ func (n *Node) runConversationWorkers(ctx context.Context, a *api.API) {
 	}
 	w := jobs.NewWorker(jobs.Options{Store: n.Store, Bus: n.Bus, Owner: n.cfg.NodeID, Log: n.log})
 	registerConversationJobs(w, a, n.conv.rt, n.Store, n.cfg.NodeID, n.cfg.ChatIdleTimeout, n.registry)
-	registerKnowledgeJobs(w, n.conv.know, n.Outbound) // issue 16
+	registerKnowledgeJobs(w, n.conv.know, n.Outbound)   // issue 16
+	if a.WhatsApp != nil && a.WhatsApp.Ready() == nil { // issue 19
+		whatsapp.RegisterJobs(w, a.WhatsApp)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	n.conv.cancel = cancel
 	n.conv.wg.Go(func() {

@@ -288,6 +288,7 @@ func (n *Node) routes() http.Handler {
 	}
 	if n.cfg.Roles.Has(config.RoleAPI) {
 		r.Mount("/v1", a.Routes())
+		r.Handle("/hooks/whatsapp", a.WhatsAppHooks()) // issue 19: Meta's webhooks, outside /v1
 		r.Method(http.MethodGet, "/openapi.v1.json", a.OpenAPIHandler())
 	}
 	return r

@@ -180,6 +180,15 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 	return turn, nil
 }
 
+// AddSTTSeconds meters speech-to-text used for a text conversation outside the engine (a voice
+// note transcribed before it is sent as a message), so that it is charged with the
+// conversation (issue 19).
+func (c *Conversation) AddSTTSeconds(seconds float64) {
+	c.mu.Lock()
+	c.cost.STTSeconds += seconds
+	c.mu.Unlock()
+}
+
 // endText ends a text conversation once.
 func (c *Conversation) endText(reason EndReason) {
 	c.mu.Lock()

@@ -45,6 +45,7 @@ func adminCommand() *command {
 		trunksCommand(),
 		masterKeyCommand(), // issue 17
 		agentsCommand(),
+		whatsappCommand(), // issue 19
 		jobsCommand(),
 		{name: "credit", short: "organization credit", subs: []*command{
 			{name: "add", short: "add credit (--org, --amount in USD, may be negative; --adjustment)", run: adminLeaf(creditAdd)},

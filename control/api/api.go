@@ -25,6 +25,7 @@ import (
 	"github.com/parley-voice/parley/control/app/tools"
 	"github.com/parley-voice/parley/control/app/vault"
 	"github.com/parley-voice/parley/control/app/webhooks"
+	"github.com/parley-voice/parley/control/app/whatsapp"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/internal/netguard"
 
@@ -92,6 +93,14 @@ type API struct {
 	Evaluations *evaluations.Service
 	Guard       tools.URLGuard
 	MCP         tools.Discoverer
+
+	// issue 19: the messaging-app channel. WhatsAppGraph reaches Meta's Graph API and
+	// WhatsAppSecrets the vault; without either the channel answers 501.
+	WhatsApp        *whatsapp.Service
+	WhatsAppGraph   whatsapp.Graph
+	WhatsAppSecrets whatsapp.Secrets
+	// JobWaker wakes the workers after an enqueue (nil: they poll).
+	JobWaker whatsapp.Waker
 }
 
 func (a *API) now() time.Time {
@@ -168,6 +177,24 @@ func (a *API) Services() {
 	}
 	if a.Chats == nil {
 		a.Chats = &chats.Service{Store: a.Store, Rules: rules, Engine: m, DataDir: a.DataDir, Now: a.now, Log: a.Log}
+	}
+	if a.WhatsAppSecrets == nil && a.Box != nil { // issue 19: the vault holds the channel's secrets
+		if a.Vault == nil {
+			a.Vault = &vault.Service{Store: a.Store, Box: a.Box}
+		}
+		a.WhatsAppSecrets = vaultSecrets{a.Vault}
+	}
+	if a.WhatsApp == nil { // issue 19
+		a.WhatsApp = &whatsapp.Service{Store: a.Store, Rules: rules, Graph: a.WhatsAppGraph, Secrets: a.WhatsAppSecrets, Wake: a.JobWaker,
+			DataDir: a.DataDir, Now: a.now, Log: a.Log}
+		if a.Runtime != nil {
+			a.WhatsApp.Engine = whatsappEngine{runtimeAdapter: m, st: a.Store}
+		}
+	}
+	if a.Conversations.MessagingSay == nil {
+		a.Conversations.MessagingSay = func(ctx context.Context, c store.Conversation, text string) error {
+			return a.WhatsApp.QueueSay(ctx, c, text)
+		}
 	}
 	if a.Evaluations == nil { // issue 18
 		a.Evaluations = &evaluations.Service{Store: a.Store, Now: a.now, Log: a.Log}

@@ -18,6 +18,7 @@ var operations = sync.OnceValue(func() []*operation {
 	ops = append(ops, knowledgeOperations()...) // issue 16
 	ops = append(ops, vaultOperations()...)     // issue 17
 	ops = append(ops, toolOperations()...)      // issue 17
+	ops = append(ops, whatsappOperations()...)  // issue 19
 	ops = append(ops, conversationOperations()...)
 	ops = append(ops, webhookOperations()...)   // issue 14
 	return append(ops, campaignOperations()...) // issue 15

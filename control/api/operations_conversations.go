@@ -195,7 +195,7 @@ func conversationOperations() []*operation {
 			Summary:     "Make the agent say a text in a live conversation",
 			Description: "Spoken after what the agent is saying, or at once with interrupt. The command is done once the text has been said (failed, with the reason, if the caller interrupted it or the call ended). Answers 202 with the command.",
 			Permission:  "calls:write", Changes: true,
-			Codes:  steerCodes,
+			Codes:  append(append([]string{}, steerCodes...), fault.CodeWhatsAppWindowClosed), // issue 19: a messaging-app conversation's window
 			Status: http.StatusAccepted,
 		}, (*API).sayInConversation),
 		typed(operation{

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/parley-voice/parley/control/store"
 )
 
 var _ = register(scenario{"ReachGenerated", testReachGenerated})
@@ -41,6 +43,14 @@ var reachObjects = map[string]reachObject{
 	"command_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/conversations/" + ids["conversation_id"] + "/notes", key: kLive,
 			body: map[string]any{"text": "VIP"}}).Str("id")
+	}},
+	"sender_id": {make: func(t *testing.T, w *world, ids map[string]string) string { // issue 19
+		sn, err := w.st.WhatsAppSenders().Create(t.Context(), store.OrgScope(w.org.ID), store.NewWhatsAppSender{OrgID: w.org.ID, ProjectID: w.p2.ID,
+			AgentID: store.AgentID(ids["agent_id"]), PhoneNumberID: fmt.Sprint(time.Now().UnixNano()), BusinessAccountID: "102290129340398"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(sn.ID)
 	}},
 	"scheduled_call_id": {modeBound: true, make: func(t *testing.T, w *world, ids map[string]string) string {
 		return w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/scheduled-calls", key: kLive, header: idem("reach-" + randHex(4)),
@@ -109,7 +119,7 @@ var reachObjects = map[string]reachObject{
 
 // reachOrder is the order objects are made in (later ones use earlier ones' ids).
 var reachOrder = []string{"project_id", "agent_id", "version", "phone_number_id", "conversation_id", "command_id", "scheduled_call_id", "secret_id", "tool_id", "server_id", "receiver_id", "delivery_id",
-	"campaign_id", "contact_id", "number", "knowledge_base_id", "document_id", "crawl_id", "evaluation_id", "run_id"}
+	"campaign_id", "contact_id", "number", "knowledge_base_id", "document_id", "crawl_id", "evaluation_id", "run_id", "sender_id"}
 
 // reachBodies are request bodies for operations whose body the schema-made sample does not fit
 // (it must pass the body checks, which run before the object is loaded).
@@ -120,6 +130,8 @@ var reachBodies = map[string]func() any{
 	"addCampaignContacts":    func() any { return map[string]any{"contacts": []any{map[string]any{"to_number": "+14155550123"}}} },
 	"updateContact":          func() any { return map[string]any{"name": "Reach"} },
 	"createKnowledgeCrawl":   func() any { return map[string]any{"start_url": "http://127.0.0.1:9/"} },
+	"updateWhatsappSender":   func() any { return map[string]any{"display_number": "+1 555 0100"} }, // issue 19
+	"sendWhatsappMessage":    func() any { return map[string]any{"text": "Hello"} },
 }
 
 var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)

@@ -107,6 +107,7 @@ type Config struct {
 	TranscribeBaseURL, TranscribeKey string
 	SpeechBaseURL, SpeechKey         string
 	FakesURL                         string
+	WhatsAppBaseURL                  string // issue 19: Meta's Graph API
 	LLMFirstTokenTimeout             time.Duration
 	MaxCalls                         int
 	StartingCreditMicros             int64 // credit of the organization bootstrapped on the embedded default
@@ -191,6 +192,7 @@ func settings() []scopedSetting {
 		{setting{"embeddings-api-key", "PARLEY_EMBEDDINGS_API_KEY", "", "API key for the embeddings server", setString(func(c *Config) *string { return &c.EmbeddingsKey })}, ScopeServe},
 		{setting{"embeddings-model", "PARLEY_EMBEDDINGS_MODEL", "text-embedding-3-small", "embeddings model name (changing it needs the documents re-uploaded or crawls refreshed)", setString(func(c *Config) *string { return &c.EmbeddingsModel })}, ScopeServe},
 		{setting{"fakes-url", "PARLEY_FAKES_URL", "", "point every vendor at one `parley fakes` server (keyless demo, tests, benchmark)", setURL(func(c *Config) *string { return &c.FakesURL })}, ScopeServe},
+		{setting{"whatsapp-base-url", "PARLEY_WHATSAPP_BASE_URL", "", "Meta's Graph API for the WhatsApp channel; empty: https://graph.facebook.com (with fakes-url: the fakes)", setURL(func(c *Config) *string { return &c.WhatsAppBaseURL })}, ScopeServe},
 		{setting{"opus-complexity", "PARLEY_OPUS_COMPLEXITY", "2", "Opus encoder complexity for audio sent to browsers, 1–10: the largest CPU cost of a web call (encode 164–174 µs per 20 ms frame at 2, 231–243 µs at 5, on a shared 2-core VM). 2 keeps espeak-ng speech within 0.3 dB of 5's segmental SNR (webrtc TestOpusEncodeQuality holds the default within 0.5 dB); 1 falls up to 0.8 dB short", setIntRange(func(c *Config) *int { return &c.OpusComplexity }, 1, 10)}, ScopeServe},
 		{setting{"gc-percent", "PARLEY_GC_PERCENT", "20", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
 		{setting{"outbound-allow-private", "PARLEY_OUTBOUND_ALLOW_PRIVATE", "false", "UNSAFE in production: let webhooks, tools, MCP servers and crawls reach loopback, private, link-local and CGNAT addresses (local testing needs it; unspecified, multicast and the cloud metadata address stay refused)", setBool(func(c *Config) *bool { return &c.OutboundAllowPrivate })}, ScopeServe},

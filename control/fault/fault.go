@@ -205,6 +205,17 @@ const (
 	CodeEvaluationChannel     = "evaluation_channel_mismatch"
 	CodeUnknownMockTool       = "unknown_mock_tool"
 	CodeEvaluationEmpty       = "evaluation_without_turns"
+
+	// issue 19: the messaging-app channel (WhatsApp).
+	CodeWhatsAppUnavailable      = "whatsapp_unavailable"
+	CodeWhatsAppSenderNotFound   = "whatsapp_sender_not_found"
+	CodeWhatsAppSenderTaken      = "whatsapp_sender_taken"
+	CodeWhatsAppNotConnected     = "whatsapp_not_connected"
+	CodeWhatsAppNoAgent          = "whatsapp_no_agent"
+	CodeWhatsAppTemplateNotFound = "whatsapp_template_not_found"
+	CodeWhatsAppWindowClosed     = "whatsapp_window_closed"
+	CodeWhatsAppUpstream         = "whatsapp_upstream_error"
+	CodeNotWhatsApp              = "not_a_whatsapp_conversation"
 )
 
 var Codes = map[string]Code{
@@ -323,6 +334,17 @@ var Codes = map[string]Code{
 	CodeEvaluationChannel:     {422, "The conversation was a chat (or a messaging app): it cannot be saved for a voice run."},
 	CodeUnknownMockTool:       {422, "A mock names a tool the agent's definition does not give its conversations; errors[] points at it."},
 	CodeEvaluationEmpty:       {422, "A saved conversation needs a conversation_id or at least one user turn."},
+
+	// issue 19: the messaging-app channel (WhatsApp).
+	CodeWhatsAppUnavailable:      {501, "This deployment does not run the messaging-app channel (no conversation runtime, or no vault to hold its credentials)."},
+	CodeWhatsAppSenderNotFound:   {404, "This key reaches no such messaging-app number."},
+	CodeWhatsAppSenderTaken:      {409, "This phone-number id is connected already (by this or another organization)."},
+	CodeWhatsAppNotConnected:     {409, "The connection has no business account id or access token: set them on the sender first."},
+	CodeWhatsAppNoAgent:          {409, "No agent answers this messaging-app number: assign one first."},
+	CodeWhatsAppTemplateNotFound: {422, "The template is not among the approved templates of the number's business account (in that language), or its parameters do not fit."},
+	CodeWhatsAppWindowClosed:     {409, "The 24-hour window is closed: the user last wrote more than 24 hours ago, or never; start again with an approved template. closed_at says when it closed (null when it never opened)."},
+	CodeWhatsAppUpstream:         {502, "Meta's Graph API refused or could not be reached; detail carries its error; retry shortly."},
+	CodeNotWhatsApp:              {409, "The conversation is not a messaging-app conversation."},
 }
 
 // E returns the error for code, with its catalogued status; detail may be a format.

@@ -36,6 +36,12 @@ const (
 // mid-message leaves a lease that runs out (ChatLeaseTTL). A restart, a drain or a dead node
 // ends no chat: only the agent, the API, a failing provider and the idle deadline do.
 
+// durableText reports whether conversations of channel are chats in this sense: a text chat of
+// the API, or a messaging-app conversation (issue 19), which runs on the same durable path.
+func durableText(channel string) bool {
+	return channel == store.ChannelChat || channel == store.ChannelWhatsApp
+}
+
 // chatLease is a chat's lease held by this node for one message or command.
 type chatLease struct {
 	rt     *Runtime
@@ -67,7 +73,7 @@ func (rt *Runtime) leaseChat(ctx context.Context, id store.ConversationID, wait 
 			l.ctx, l.cancel = context.WithCancel(rt.ctx)
 			go l.renew()
 			return l, nil
-		case c.Channel != store.ChannelChat:
+		case !durableText(c.Channel):
 			return nil, ErrUnsupported
 		case c.Status != store.ConvInProgress:
 			return nil, ErrEnded
@@ -390,19 +396,35 @@ func (rt *Runtime) stopping() error {
 // stored as its first line with the chat's state, and returned. When the engine cannot start,
 // the chat is ended (reason provider_error) and the error wraps ErrProvider.
 func (rt *Runtime) StartChat(ctx context.Context, id store.ConversationID) ([]session.Line, error) {
+	return rt.startChat(ctx, id, rt.o.ChatIdleTimeout)
+}
+
+// StartText opens a messaging-app conversation stored in progress (issue 19) on the durable
+// chat path. The agent's greeting is not used: the conversation opens with opener as the
+// agent's first line (the template the business started it with), or with nothing when the
+// user wrote first. It has no idle deadline of a chat: the channel's 24-hour window ends it.
+// When the engine cannot start, the conversation is ended (reason provider_error) and the error
+// wraps ErrProvider.
+func (rt *Runtime) StartText(ctx context.Context, id store.ConversationID, opener string) ([]session.Line, error) {
+	return rt.startChat(ctx, id, 0, func(a *session.Agent) { a.FirstMessage = opener })
+}
+
+// startChat opens a chat stored in progress with its idle limit (0: none); tweaks change the
+// agent the engine is built with.
+func (rt *Runtime) startChat(ctx context.Context, id store.ConversationID, idle time.Duration, tweaks ...func(*session.Agent)) ([]session.Line, error) {
 	if err := rt.stopping(); err != nil {
 		return nil, err
 	}
-	if err := rt.store.StartChatState(ctx, id, rt.o.ChatIdleTimeout, rt.now()); err != nil {
+	if err := rt.store.StartChatState(ctx, id, idle, rt.now()); err != nil {
 		return nil, err
 	}
 	l, err := rt.leaseChat(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
-	l.st.IdleSeconds = store.ChatIdleSeconds(rt.o.ChatIdleTimeout)
+	l.st.IdleSeconds = store.ChatIdleSeconds(idle)
 	sink := &chatSink{}
-	sess, err := rt.build(ctx, l.conv, false, sink)
+	sess, err := rt.build(ctx, l.conv, false, sink, tweaks...)
 	if err != nil {
 		if eerr := rt.endChat(context.WithoutCancel(ctx), l, session.EndProviderError); eerr != nil {
 			rt.log.Warn("chat: cannot store the end of a chat that could not start", "conversation", id, "err", eerr)
@@ -427,10 +449,22 @@ func (rt *Runtime) StartChat(ctx context.Context, id store.ConversationID) ([]se
 // attachment that does not fit, ErrProvider when the LLM failed, ErrUnreachable when this node
 // is stopping or the answer could not be stored.
 func (rt *Runtime) Send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, onDelta func(string)) (Turn, error) {
+	return rt.send(ctx, id, text, attachments, 0, false, onDelta)
+}
+
+// SendMetered is Send for a messaging-app message (issue 19): it waits, bounded by ctx, while
+// another message of the conversation is being answered (on any node), so that the messages of
+// a user are answered in turn, and charges sttSeconds of speech-to-text the message already
+// used (a voice note) with the conversation, stored with the turn.
+func (rt *Runtime) SendMetered(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64, onDelta func(string)) (Turn, error) {
+	return rt.send(ctx, id, text, attachments, sttSeconds, true, onDelta)
+}
+
+func (rt *Runtime) send(ctx context.Context, id store.ConversationID, text string, attachments []store.AttachmentID, sttSeconds float64, wait bool, onDelta func(string)) (Turn, error) {
 	if err := rt.stopping(); err != nil {
 		return Turn{}, err
 	}
-	l, err := rt.leaseChat(ctx, id, false)
+	l, err := rt.leaseChat(ctx, id, wait)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -445,6 +479,9 @@ func (rt *Runtime) Send(ctx context.Context, id store.ConversationID, text strin
 	sess, sink, from, err := rt.chatEngine(ctx, l)
 	if err != nil {
 		return Turn{}, err
+	}
+	if sttSeconds > 0 {
+		sess.AddSTTSeconds(sttSeconds) // stored with the turn's state, or not at all
 	}
 	t, serr := sess.Send(ctx, text, images, onDelta)
 	if errors.Is(serr, session.ErrBusy) || errors.Is(serr, session.ErrEnded) || errors.Is(serr, session.ErrLengthReached) {
@@ -547,6 +584,9 @@ func (rt *Runtime) chatExecute(ctx context.Context, l *chatLease, cmd store.Comm
 	case store.CommandNote:
 		sc = session.Command{Kind: session.CommandNote, Text: p.Text, VisibleToAgent: p.VisibleToAgent}
 	case store.CommandTransfer:
+		if l.conv.Channel == store.ChannelWhatsApp {
+			return store.CommandFailed, "a whatsapp conversation cannot be transferred"
+		}
 		return store.CommandFailed, "a chat cannot be transferred"
 	default:
 		return store.CommandFailed, "unknown command " + cmd.Kind

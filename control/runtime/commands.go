@@ -26,7 +26,7 @@ type CommandParams struct {
 // It returns once that node has taken it, with ErrNotLive when no node runs the conversation.
 func (rt *Runtime) Command(ctx context.Context, cmd store.Command) error {
 	if rt.lookup(cmd.ConversationID) == nil {
-		if c, err := rt.store.GetConversation(ctx, cmd.ConversationID); err == nil && c.Channel == store.ChannelChat {
+		if c, err := rt.store.GetConversation(ctx, cmd.ConversationID); err == nil && durableText(c.Channel) {
 			return rt.chatCommand(ctx, cmd) // no node keeps a chat: this one carries it out
 		}
 	}
@@ -127,7 +127,7 @@ type endRequest struct {
 // conversation no node runs is ended in the store directly (its node went away).
 func (rt *Runtime) End(ctx context.Context, id store.ConversationID, reason session.EndReason, ifIdle bool) error {
 	if rt.lookup(id) == nil {
-		if c, err := rt.store.GetConversation(ctx, id); err == nil && c.Channel == store.ChannelChat && c.Status == store.ConvInProgress {
+		if c, err := rt.store.GetConversation(ctx, id); err == nil && durableText(c.Channel) && c.Status == store.ConvInProgress {
 			return rt.endChatByID(ctx, id, reason, ifIdle)
 		}
 	}

@@ -131,7 +131,7 @@ func (l *live) waitEngine() {
 // build makes the engine of the conversation from its stored agent definition: voice with
 // speech-to-text and text-to-speech, or text. sink receives what it produces (the persister, or
 // a wrapper of it).
-func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, sink session.Sink) (*session.Conversation, error) {
+func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, sink session.Sink, tweaks ...func(*session.Agent)) (*session.Conversation, error) {
 	ag, err := rt.store.SystemAgents().GetIncludingDeleted(ctx, c.AgentID)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: the conversation's agent: %w", err)
@@ -165,8 +165,11 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 	if a.LLMModel == "" {
 		a.LLMModel = rt.o.LLMModels[strings.ToLower(llmName)]
 	}
-	if c.Channel == store.ChannelChat {
+	if c.Channel == store.ChannelChat || c.Channel == store.ChannelWhatsApp {
 		a.MaxTurns = rt.o.ChatMaxTurns
+	}
+	for _, tw := range tweaks { // issue 19: a messaging-app conversation's opener
+		tw(&a)
 	}
 	know, err := rt.knowledgeFor(ctx, c, def, &a) // issue 16
 	if err != nil {

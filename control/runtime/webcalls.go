@@ -176,7 +176,7 @@ func (rt *Runtime) handleListen(ctx context.Context, body json.RawMessage, reply
 		reply(nil, true, ErrNotLive)
 		return
 	}
-	if rt.o.WebCalls == nil || l.simulated.Load() || l.conv.Channel == store.ChannelChat {
+	if rt.o.WebCalls == nil || l.simulated.Load() || l.conv.Channel == store.ChannelChat || l.conv.Channel == store.ChannelWhatsApp {
 		reply(nil, true, fmt.Errorf("%w: this conversation has no audio to listen to", ErrUnsupported))
 		return
 	}

@@ -65,7 +65,7 @@ func (q *Queries) LeaseChat(ctx context.Context, id ConversationID, holder strin
 	now = normTime(now)
 	res, err := q.exec(ctx, "lease chat",
 		`UPDATE conversations SET chat_lease = $2, chat_lease_until = $3, owner_node = $4
-		WHERE id = $1 AND channel = 'chat' AND status = 'in_progress' AND (chat_lease IS NULL OR chat_lease_until < $5)`,
+		WHERE id = $1 AND channel IN ('chat', 'whatsapp') AND status = 'in_progress' AND (chat_lease IS NULL OR chat_lease_until < $5)`,
 		string(id), holder, ts(now.Add(ttl)), holderNode(holder), ts(now))
 	if err != nil {
 		return Conversation{}, ChatState{}, false, err

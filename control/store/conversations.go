@@ -400,20 +400,23 @@ func (q *Queries) SetConversationRecording(ctx context.Context, id ConversationI
 
 // ActiveConversations returns conversations that are not ended and were last updated before
 // olderThan, oldest first: the candidates for a conversation whose node went away. Chats in
-// progress are not among them: no node holds a chat between its messages (see ChatState), and
-// only its idle deadline ends one (IdleChats).
+// progress are not among them, nor messaging-app conversations (issue 19), which take the same
+// durable path: no node holds a chat between its messages (see ChatState), and only its idle
+// deadline (IdleChats; the 24-hour window for a messaging-app one) ends one.
 func (q *Queries) ActiveConversations(ctx context.Context, olderThan time.Time, limit int) ([]Conversation, error) {
 	return list(ctx, q, "list active conversations",
 		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND updated_at < $1
-			AND NOT (channel = 'chat' AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
 		[]any{ts(normTime(olderThan)), clampLimit(limit)}, scanConversation)
 }
 
 // ActiveOwners returns the nodes that own conversations not ended (issue 22: the nodes whose
-// loss must end calls).
+// loss must end calls). Chats and messaging-app conversations in progress do not count: the
+// owner of one is only the node that answered its last message, and its loss ends none.
 func (q *Queries) ActiveOwners(ctx context.Context) ([]string, error) {
 	return list(ctx, q, "list active owners",
-		`SELECT DISTINCT owner_node FROM conversations WHERE status <> 'ended' AND owner_node IS NOT NULL ORDER BY owner_node LIMIT 1000`,
+		`SELECT DISTINCT owner_node FROM conversations WHERE status <> 'ended' AND owner_node IS NOT NULL
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY owner_node LIMIT 1000`,
 		nil, func(r rowScanner) (string, error) {
 			var s string
 			err := r.Scan(&s)
@@ -421,10 +424,12 @@ func (q *Queries) ActiveOwners(ctx context.Context) ([]string, error) {
 		})
 }
 
-// ActiveConversationsOf returns up to limit conversations not ended that node owns.
+// ActiveConversationsOf returns up to limit conversations not ended that node owns, but for
+// chats and messaging-app conversations in progress (see ActiveOwners).
 func (q *Queries) ActiveConversationsOf(ctx context.Context, node string, limit int) ([]Conversation, error) {
 	return list(ctx, q, "list active conversations of a node",
-		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND owner_node = $1 ORDER BY updated_at LIMIT $2`,
+		`SELECT `+convCols+` FROM conversations WHERE status <> 'ended' AND owner_node = $1
+			AND NOT (channel IN ('chat', 'whatsapp') AND status = 'in_progress') ORDER BY updated_at LIMIT $2`,
 		[]any{node, clampLimit(limit)}, scanConversation)
 }
 

@@ -33,6 +33,7 @@ type Server struct {
 	Transcribe *OpenAISTTFake
 	Speech     *OpenAITTSFake
 	ElevenLabs *ElevenLabsFake
+	WhatsApp   *WhatsAppFake        // Meta's Graph API (issue 19)
 	Embeddings OpenAIEmbeddingsFake // issue 16
 }
 
@@ -51,6 +52,7 @@ func NewServer(o ServerOptions) *Server {
 		Transcribe: NewOpenAISTTFake(OpenAISTTFakeOptions{Script: o.STTScript, Latency: o.STTFinalDelay}),
 		Speech:     NewOpenAITTSFake(OpenAITTSFakeOptions{FirstByte: o.TTSFirstByte, Speed: o.TTSSpeed, Espeak: o.TTSEspeak}),
 		ElevenLabs: NewElevenLabsFake(ElevenLabsFakeOptions{FirstByte: o.TTSFirstByte, Speed: o.TTSSpeed, Espeak: o.TTSEspeak}),
+		WhatsApp:   NewWhatsAppFake(),
 	}
 	s.mux.Handle("/v1/chat/completions", s.Chat)
 	s.mux.Handle("/v1/messages", s.Anthropic)
@@ -63,8 +65,17 @@ func NewServer(o ServerOptions) *Server {
 	return s
 }
 
+// NewServerWith serves only a WhatsApp fake (the Graph API client's tests).
+func NewServerWith(f *WhatsAppFake) *Server { return &Server{mux: http.NewServeMux(), WhatsApp: f} }
+
 // ServeHTTP routes a request to the fake of its path.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if IsGraphPath(r.URL.Path) { // /v21.0/… : Graph versions carry a dot, the other vendors' do not
+		s.WhatsApp.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Close releases stalled requests and open sockets of every fake. Call it before closing the
 // HTTP server.
@@ -75,4 +86,5 @@ func (s *Server) Close() {
 	s.Transcribe.Close()
 	s.Speech.Close()
 	s.ElevenLabs.Close()
+	s.WhatsApp.Close()
 }

@@ -54,6 +54,10 @@ type Service struct {
 	// non-public address its trunk and the node do not allow) with a *fault.Error
 	// (transfer_destination_not_allowed); nil checks nothing.
 	TransferCheck func(ctx context.Context, c store.Conversation, dest string) error
+	// MessagingSay, when set, takes what a say command makes the agent write in a messaging-app
+	// conversation before the command is recorded: it refuses the text outside the 24-hour
+	// window (409) and queues it to be sent (issue 19).
+	MessagingSay func(ctx context.Context, conv store.Conversation, text string) error
 }
 
 func (s *Service) now() time.Time {

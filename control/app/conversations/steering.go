@@ -99,6 +99,11 @@ func (s *Service) steer(ctx context.Context, act app.Actor, id, kind string, p r
 	case kind != store.CommandEnd && conv.Status != store.ConvInProgress:
 		return ConversationCommand{}, fault.E(fault.CodeConversationNotLive, "The call is %s; it can be steered once it is answered.", conv.Status)
 	}
+	if kind == store.CommandSay && conv.Channel == store.ChannelWhatsApp && s.MessagingSay != nil { // issue 19
+		if err := s.MessagingSay(ctx, conv, p.Text); err != nil {
+			return ConversationCommand{}, err
+		}
+	}
 	if kind == store.CommandTransfer {
 		if !store.ValidE164(p.Destination) && !sipURI.MatchString(p.Destination) {
 			const detail = "destination must be a phone number in E.164 form (+14155550100) or a SIP URI (sip:desk@pbx.example.com)."
