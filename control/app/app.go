@@ -160,6 +160,16 @@ func Project(ctx context.Context, q *store.Queries, act Actor, id string) (store
 	return p, NotFound(err, fault.CodeProjectNotFound, "project", id)
 }
 
+// FilterProject resolves a list filter's optional project id in the actor's reach: "" for
+// none, else the project's id, or the same 404 as a missing project.
+func FilterProject(ctx context.Context, q *store.Queries, act Actor, id string) (store.ProjectID, error) {
+	if id == "" {
+		return "", nil
+	}
+	p, err := Project(ctx, q, act, id)
+	return p.ID, err
+}
+
 // Writable refuses changes in a frozen project (409 project_frozen).
 func Writable(p store.Project) error {
 	if p.Frozen {

@@ -74,12 +74,9 @@ func View(n store.PhoneNumber) PhoneNumber {
 // another page follows.
 func (s *Service) List(ctx context.Context, act app.Actor, f Filter, pg store.Page) ([]PhoneNumber, error) {
 	sf := store.PhoneNumberFilter{AgentID: store.AgentID(f.AgentID)}
-	if f.ProjectID != "" {
-		p, err := app.Project(ctx, s.Store.Queries, act, f.ProjectID)
-		if err != nil {
-			return nil, err
-		}
-		sf.ProjectID = p.ID
+	var err error
+	if sf.ProjectID, err = app.FilterProject(ctx, s.Store.Queries, act, f.ProjectID); err != nil {
+		return nil, err
 	}
 	ns, err := s.Store.Numbers().List(ctx, act.Scope, sf, pg)
 	if err != nil {

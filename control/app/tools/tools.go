@@ -346,12 +346,9 @@ func secretOf(p *string) string {
 // ListTools returns a page of the actor's tools, oldest first.
 func (s *Service) ListTools(ctx context.Context, act app.Actor, f Filter, pg store.Page) ([]Tool, error) {
 	var sf store.ToolFilter
-	if f.ProjectID != "" {
-		p, err := app.Project(ctx, s.Store.Queries, act, f.ProjectID)
-		if err != nil {
-			return nil, err
-		}
-		sf.ProjectID = p.ID
+	var err error
+	if sf.ProjectID, err = app.FilterProject(ctx, s.Store.Queries, act, f.ProjectID); err != nil {
+		return nil, err
 	}
 	ts, err := s.Store.Tools().List(ctx, act.Scope, sf, pg)
 	if err != nil {
@@ -539,12 +536,9 @@ func (s *Service) DeleteTool(ctx context.Context, act app.Actor, id string) (Too
 // ListServers returns a page of the actor's MCP servers, oldest first.
 func (s *Service) ListServers(ctx context.Context, act app.Actor, f Filter, pg store.Page) ([]McpServer, error) {
 	var sf store.ToolFilter
-	if f.ProjectID != "" {
-		p, err := app.Project(ctx, s.Store.Queries, act, f.ProjectID)
-		if err != nil {
-			return nil, err
-		}
-		sf.ProjectID = p.ID
+	var err error
+	if sf.ProjectID, err = app.FilterProject(ctx, s.Store.Queries, act, f.ProjectID); err != nil {
+		return nil, err
 	}
 	ms, err := s.Store.MCPServers().List(ctx, act.Scope, sf, pg)
 	if err != nil {

@@ -72,12 +72,9 @@ func fieldError(err error, name string) error {
 // List returns a page of the actor's secrets, oldest first, with one more when another page follows.
 func (s *Service) List(ctx context.Context, act app.Actor, f Filter, pg store.Page) ([]VaultSecret, error) {
 	var sf store.SecretFilter
-	if f.ProjectID != "" {
-		p, err := app.Project(ctx, s.Store.Queries, act, f.ProjectID)
-		if err != nil {
-			return nil, err
-		}
-		sf.ProjectID = p.ID
+	var err error
+	if sf.ProjectID, err = app.FilterProject(ctx, s.Store.Queries, act, f.ProjectID); err != nil {
+		return nil, err
 	}
 	ss, err := s.Store.Vault().List(ctx, act.Scope, sf, pg)
 	if err != nil {
