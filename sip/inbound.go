@@ -196,6 +196,9 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	l := s.newLeg(false, med, log)
 	l.sec = pol
 	l.mediaCIDRs = trunk.MediaCIDRs
+	if tp == TLS { // issue 21: in-dialog requests use the trunk's TLS configuration
+		l.tlsTrunk = &trunk
+	}
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),
