@@ -52,7 +52,17 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, RefuseSource())
 		return
 	}
-	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
+	trunk, byCert, err := Trunk{}, false, error(nil)
+	if tp == TLS { // issue 21: a client certificate names its trunk (mtls.go)
+		trunk, byCert, err = s.matchTLSClient(s.ctx, src)
+		if err != nil {
+			s.refuse(tx, req, &Refusal{Status: 403, Reason: "client certificate matches no trunk", Cause: err})
+			return
+		}
+	}
+	if !byCert {
+		trunk, err = s.o.Trunks.MatchSource(s.ctx, src.Addr())
+	}
 	if err != nil {
 		if t, ok := s.registeredTrunk(src.Addr()); ok { // issue 21: through a registered binding
 			trunk, err = t, nil

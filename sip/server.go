@@ -48,6 +48,7 @@ type Server struct {
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
 	tlsLn    net.Listener
+	tlsPeers *tlsPeers // issue 21: the TLS listener's connections and their client certificates
 	udpLaddr sip.Addr
 	portUDP  int
 	portTCP  int
@@ -192,11 +193,12 @@ func (s *Server) listen() error {
 		if addr == "" {
 			addr = net.JoinHostPort(host, "5061")
 		}
-		ln, err := tls.Listen("tcp", addr, conf)
+		ln, err := tls.Listen("tcp", addr, withClientAuth(conf, s.o.TLSClientAuth))
 		if err != nil {
 			return fmt.Errorf("sip: listen tls %s: %w", addr, err)
 		}
-		s.tlsLn = ln
+		s.tlsPeers = newTLSPeers(ln) // issue 21: client certificates by connection
+		s.tlsLn = s.tlsPeers
 		s.portTLS = ln.Addr().(*net.TCPAddr).Port
 		s.dialed = newDialedTLS(ln.Addr())
 	} else {
