@@ -261,6 +261,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 			}
 			return
 		}
+		if offer != nil { // issue 21: ring-back on the early session (prack.go)
+			if err := med.startEarlyMedia(s.ctx, n); err != nil {
+				log.Warn("sip: early media failed", "err", err)
+			}
+		}
 	} else if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
 		cleanup(session.EndCallerHungUp)
 		return
@@ -305,6 +310,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		cleanup(session.EndCallerHungUp)
 		return
 	}
+	med.setFiller(nil) // issue 21: the ring-back of early media ends with the answer
 	hdrs := append([]sip.Header{contactHdr, sip.NewHeader("Allow", allowMethods),
 		sip.NewHeader("Supported", supportedOptions), sip.NewHeader("Accept", acceptTypes)}, stHdrs...)
 	res := s.response(req, 200, tag, sdpOut.Marshal(), hdrs...)

@@ -7,7 +7,8 @@ package sip
 // "client certificate matches no trunk" when none does. When several trunks trust the same CA,
 // the one whose URI host the certificate names (DNS or IP SAN), else the one that allows the
 // source address, is taken. A connection without a certificate (request mode) is matched by
-// its source address as any other.
+// its source address as any other. With ClientAuthNone (the default) no certificate picks a
+// trunk, even one a custom Options.TLSConfig asked for.
 //
 // The handshake cannot check a trunk's CA (the listener has no one CA), so it takes any
 // certificate the client proves it holds the key of; verification against the trunks' CAs

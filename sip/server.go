@@ -197,8 +197,11 @@ func (s *Server) listen() error {
 		if err != nil {
 			return fmt.Errorf("sip: listen tls %s: %w", addr, err)
 		}
-		s.tlsPeers = newTLSPeers(ln) // issue 21: client certificates by connection
-		s.tlsLn = s.tlsPeers
+		s.tlsLn = ln
+		if s.o.TLSClientAuth == ClientAuthRequest || s.o.TLSClientAuth == ClientAuthRequire {
+			s.tlsPeers = newTLSPeers(ln) // issue 21: client certificates by connection (mtls.go)
+			s.tlsLn = s.tlsPeers
+		}
 		s.portTLS = ln.Addr().(*net.TCPAddr).Port
 		s.dialed = newDialedTLS(ln.Addr())
 	} else {
