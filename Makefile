@@ -11,7 +11,7 @@ LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # System packages the build needs (cgo: libopus for Opus).
 BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
-TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio chromium ffmpeg
+TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio kamailio-tls-modules chromium ffmpeg
 
 .PHONY: help deps deps-test build run test lint bench bench-e2e bench-e2e-srtp soak demo fmt clean
 
