@@ -75,6 +75,9 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	log = log.With("trunk", trunk.Name)
+	if byCert {
+		log = log.With("trunk_by", "client certificate")
+	}
 	if trunk.InboundAuth {
 		switch err := s.auth.verify(req, trunk.Username, trunk.Password); {
 		case err == nil:

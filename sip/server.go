@@ -636,15 +636,19 @@ func (s *Server) onStrayResponse(res *sip.Response) {
 	}
 	d.routes = recordRoutes(res, true)
 	ack := s.newRequest(&d, sip.ACK, cs.SeqNo)
-	if err := s.cli.WriteRequest(ack, noBuild); err != nil {
-		s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
-	}
 	bye := s.newRequest(&d, sip.BYE, 0)
 	bye.AppendHeader(sip.NewHeader("Reason", reasonHeader(200, "call answered elsewhere")))
 	s.log.Info("sip: extra 2xx from a forked INVITE hung up", "call_id", d.callID, "to_tag", d.remoteTag)
 	s.goBackground(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 		defer cancel()
+		// issue 21: over TLS, a connection with the trunk's configuration (a dial: not on
+		// the transport's goroutine).
+		if err := s.tlsFor(ctx, ack); err != nil {
+			s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
+		} else if err := s.cli.WriteRequest(ack, noBuild); err != nil {
+			s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
+		}
 		s.do(ctx, bye)
 	})
 }
