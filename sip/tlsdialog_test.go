@@ -72,19 +72,33 @@ func newTCPRelay(t *testing.T, to string) *tcpRelay {
 // connection made with the trunk's CA (sipgo's default, the system pool, would refuse the
 // certificate and the callee would never see them). The callee keeps the call past its ACK
 // timeout (so the ACK arrived) and ends it as hung up by the caller (so the BYE arrived).
+//
+// With mutual TLS the callee also requires a client certificate on every connection: the new
+// one to its Contact must present the trunk's.
 func TestTLSInDialogToAnotherContact(t *testing.T) {
-	t.Parallel()
+	for _, mutual := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server-auth", true: "mutual"}[mutual], func(t *testing.T) {
+			t.Parallel()
+			testInDialogToAnotherContact(t, mutual)
+		})
+	}
+}
+
+func testInDialogToAnotherContact(t *testing.T, mutual bool) {
 	pki := newTestPKI(t)
 	eng := newEngine(t, engineOptions{})
 	rt := newRouter()
 	rt.add("+14155550100", sip.Plan{Conversation: eng.factory()})
 	in := loopbackTrunk("in")
 	in.SRTP = sip.SRTPRequired
-	callee := newServer(t, sip.Options{Router: rt, TLSConfig: pki.serverTLS(t, false), TLSAddr: "127.0.0.1:0",
+	callee := newServer(t, sip.Options{Router: rt, TLSConfig: pki.serverTLS(t, mutual), TLSAddr: "127.0.0.1:0",
 		Trunks: sip.NewStaticTrunks(in), AckTimeout: 2 * time.Second})
 	caller := newServer(t, sip.Options{})
 	relay := newTCPRelay(t, callee.Addr(sip.TLS).String())
 	tr := encryptedTrunk(relay.ln.Addr().(*net.TCPAddr).AddrPort(), sip.SRTPRequired, pki.caPEM)
+	if mutual {
+		tr.TLS.ClientCertPEM, tr.TLS.ClientKeyPEM = pki.clientPEM, pki.ckeyPEM
+	}
 	ctx := ctxTimeout(t, 30*time.Second)
 	call, err := caller.Dial(ctx, sip.DialRequest{From: "+15550001111", To: "+14155550100", Trunk: tr, Conversation: eng.factory()})
 	if err != nil {
