@@ -57,6 +57,8 @@ type Config struct {
 	// Hangover is the silence after which the agent's turn counts as over; Pause is added
 	// before the caller speaks again.
 	Hangover, Pause time.Duration
+	// SRTP makes the SIP callers offer SRTP (the stack's trunk must be in SRTP mode).
+	SRTP bool
 	// Shards of the pacer (default 4).
 	Shards int
 	// SaturationLag: a step whose pacer tick lag p99 exceeds it (default 10 ms), or that
@@ -194,7 +196,7 @@ func NewRunner(ctx context.Context, cfg Config, st *Stack) (*Runner, error) {
 		return nil, err
 	}
 	r.pacer = NewPacer(ctx, cfg.Shards, 20*time.Millisecond)
-	if r.sip, err = NewSIPCaller(SIPCallerOptions{Server: st.SIP, Number: st.Number, Pacer: r.pacer}); err != nil {
+	if r.sip, err = NewSIPCaller(SIPCallerOptions{Server: st.SIP, Number: st.Number, Pacer: r.pacer, SRTP: cfg.SRTP}); err != nil {
 		r.Close()
 		return nil, err
 	}

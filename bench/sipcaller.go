@@ -31,7 +31,10 @@ type SIPCallerOptions struct {
 	Pacer *Pacer
 	// AnswerTimeout bounds INVITE to final answer (default 15 s).
 	AnswerTimeout time.Duration
-	Log           *slog.Logger
+	// SRTP makes every call offer RTP/SAVP with an SDES key and protect its media (sipsrtp.go;
+	// the trunk must be in SRTP mode).
+	SRTP bool
+	Log  *slog.Logger
 }
 
 // SIPCaller places calls to Parley from one SIP user agent on 127.0.0.1 (one UDP socket for
@@ -170,7 +173,17 @@ func (c *SIPCaller) Call(ctx context.Context, from string, so ScriptOptions) Cal
 	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: c.o.Number, Host: c.o.Server.Addr().String()}})
 	req.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
 	req.AppendHeader(sip.NewHeader("Allow", "INVITE, ACK, CANCEL, BYE, OPTIONS"))
-	req.SetBody(sdpOffer(netip.MustParseAddr("127.0.0.1"), ports.Port(), ports.RTCPPort(), rand.Uint64()>>2))
+	offer := sdpOffer(netip.MustParseAddr("127.0.0.1"), ports.Port(), ports.RTCPPort(), rand.Uint64()>>2)
+	var sdesKey []byte
+	if c.o.SRTP {
+		if sdesKey, err = newSDESKey(); err != nil {
+			res.Started = time.Now()
+			res.fail("media", err.Error())
+			return res
+		}
+		offer = secureOffer(offer, sdesKey)
+	}
+	req.SetBody(offer)
 
 	actx, cancel := context.WithTimeout(ctx, c.o.AnswerTimeout)
 	defer cancel()
@@ -211,13 +224,17 @@ func (c *SIPCaller) Call(ctx context.Context, from string, so ScriptOptions) Cal
 	if err == nil && (len(ans.PayloadTypes) == 0 || ans.PayloadTypes[0] != 0) {
 		err = fmt.Errorf("answered payload types %v, want PCMU (0)", ans.PayloadTypes)
 	}
+	var sec *media.SRTP
+	if err == nil && c.o.SRTP {
+		sec, err = answerSRTP(dlg.InviteResponse.Body(), sdesKey)
+	}
 	if err != nil {
 		res.fail("sdp", err.Error())
 		c.bye(dlg, &res)
 		return res
 	}
 	ep, err := media.NewRTPEndpoint(context.WithoutCancel(ctx), media.RTPConfig{Ports: ports, Remote: ans.RTP, RemoteRTCP: ans.RTCP,
-		PayloadType: 0, ClockRate: 8000, InactivityTimeout: -1, RTCPInterval: 2 * time.Second, QueueSize: 64,
+		PayloadType: 0, ClockRate: 8000, InactivityTimeout: -1, RTCPInterval: 2 * time.Second, QueueSize: 64, SRTP: sec,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		res.fail("media", "RTP endpoint: "+err.Error())

@@ -46,6 +46,9 @@ type StackOptions struct {
 	Env []string
 	// Progress receives one line per set-up step.
 	Progress io.Writer
+	// SRTP puts the bench's trunk in SRTP mode (required, over clear UDP signalling: see
+	// sipsrtp.go); the SIP callers must then offer SRTP (issue 21).
+	SRTP bool
 }
 
 // Stack is the system under test: a running Parley with an inbound agent on a number, and the
@@ -245,8 +248,12 @@ func StartStack(ctx context.Context, o StackOptions) (_ *Stack, err error) {
 	if err := s.admin(ctx, bin, env, nil, "credit", "add", "--org", boot.OrgID, "--amount", "1000000", "--reason", "parley-bench", "--json"); err != nil {
 		return nil, err
 	}
-	if err := s.admin(ctx, bin, env, nil, "trunks", "add", "--name", "bench", "--allow", "127.0.0.1/32",
-		"--uri", "sip:127.0.0.1:5099", "--json"); err != nil {
+	trunkArgs := append([]string{"trunks", "add", "--name", "bench", "--allow", "127.0.0.1/32",
+		"--uri", "sip:127.0.0.1:5099", "--json"}, srtpTrunkArgs(o.SRTP)...)
+	if err := s.admin(ctx, bin, env, nil, trunkArgs...); err != nil {
+		if o.SRTP {
+			return nil, fmt.Errorf("bench: the SRTP trunk: %w", err)
+		}
 		s.Warnings = append(s.Warnings, "no trunk added ("+oneLine(err.Error())+"); inbound calls are accepted only if the deployment allows 127.0.0.1 otherwise")
 		step("trunk: %v", err)
 	} else {

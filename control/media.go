@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -71,7 +72,8 @@ func (n *Node) startSIP(rt *runtime.Runtime) error {
 	}
 	srv, err := sip.New(sip.Options{
 		Addr: n.cfg.SIPAddr, TLSAddr: n.cfg.SIPTLSAddr, TLSCertFile: n.cfg.SIPTLSCert, TLSKeyFile: n.cfg.SIPTLSKey,
-		PublicIP: pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
+		TLSClientAuth: sip.ClientAuth(n.cfg.SIPTLSClientAuth), // issue 21
+		PublicIP:      pub, RTPPorts: media.PortRange{Min: n.cfg.RTPPorts.Min, Max: n.cfg.RTPPorts.Max},
 		TransferAllow: n.cfg.TransferAllow, RTPIP: bind, Observer: sipObserver{n.metrics.voice},
 		Router: channels.Router(rt, n.cfg.MaxCalls), Trunks: m.trunks, MaxCalls: n.cfg.MaxCalls, Logger: n.log,
 		OnRegistration: n.onRegistration, InstanceID: instanceID(n.cfg.NodeID), // issue 21
@@ -243,6 +245,24 @@ func (s *storeTrunks) MatchSource(ctx context.Context, src netip.Addr) (sip.Trun
 		return t, err
 	}
 	return sip.Trunk{}, fmt.Errorf("%w for source %s", sip.ErrUnknownTrunk, src)
+}
+
+// MatchClientCert implements sip.CertTrunkSource (issue 21: inbound mutual TLS): the trunk
+// whose CA verifies an inbound TLS client's certificate.
+func (s *storeTrunks) MatchClientCert(ctx context.Context, src netip.Addr, chain []*x509.Certificate) (sip.Trunk, error) {
+	var last error
+	for _, maxAge := range []time.Duration{trunkRefresh, trunkMissRefresh} {
+		ts, err := s.loadWithin(ctx, maxAge)
+		if err != nil {
+			return sip.Trunk{}, err
+		}
+		t, err := sip.MatchClientCert(ts, src, chain)
+		if err == nil {
+			return t, nil
+		}
+		last = err
+	}
+	return sip.Trunk{}, last
 }
 
 // Lookup finds a trunk by name; "" names the first trunk (the default).

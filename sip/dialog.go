@@ -134,6 +134,9 @@ var errNoFinal = errors.New("sip: no final response")
 // do sends a non-INVITE request in its own transaction and returns the final response. A
 // timeout (Timer F) or transport failure returns an error wrapping errNoFinal.
 func (s *Server) do(ctx context.Context, req *sip.Request) (*sip.Response, error) {
+	if err := s.tlsFor(ctx, req); err != nil { // issue 21
+		return nil, fmt.Errorf("%w: %v", errNoFinal, err)
+	}
 	tx, err := s.cli.TransactionRequest(ctx, req, noBuild)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoFinal, err)

@@ -52,7 +52,17 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		s.refuse(tx, req, RefuseSource())
 		return
 	}
-	trunk, err := s.o.Trunks.MatchSource(s.ctx, src.Addr())
+	trunk, byCert, err := Trunk{}, false, error(nil)
+	if tp == TLS { // issue 21: a client certificate names its trunk (mtls.go)
+		trunk, byCert, err = s.matchTLSClient(s.ctx, src)
+		if err != nil {
+			s.refuse(tx, req, &Refusal{Status: 403, Reason: "client certificate matches no trunk", Cause: err})
+			return
+		}
+	}
+	if !byCert {
+		trunk, err = s.o.Trunks.MatchSource(s.ctx, src.Addr())
+	}
 	if err != nil {
 		if t, ok := s.registeredTrunk(src.Addr()); ok { // issue 21: through a registered binding
 			trunk, err = t, nil
@@ -65,6 +75,9 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	log = log.With("trunk", trunk.Name)
+	if byCert {
+		log = log.With("trunk_by", "client certificate")
+	}
 	if trunk.InboundAuth {
 		switch err := s.auth.verify(req, trunk.Username, trunk.Password); {
 		case err == nil:
@@ -196,6 +209,9 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	l := s.newLeg(false, med, log)
 	l.sec = pol
 	l.mediaCIDRs = trunk.MediaCIDRs
+	if tp == TLS { // issue 21: in-dialog requests use the trunk's TLS configuration
+		l.tlsTrunk = &trunk
+	}
 	l.d = dialog{
 		callID: callID(req), localTag: tag, remoteTag: fromTag(req),
 		local: *req.To().Address.Clone(), remote: *req.From().Address.Clone(),
@@ -248,6 +264,11 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 			}
 			return
 		}
+		if offer != nil { // issue 21: ring-back on the early session (prack.go)
+			if err := med.startEarlyMedia(s.ctx, n); err != nil {
+				log.Warn("sip: early media failed", "err", err)
+			}
+		}
 	} else if err := s.respond(tx, req, 180, tag, nil, contactHdr, sip.NewHeader("Allow", allowMethods)); err != nil {
 		cleanup(session.EndCallerHungUp)
 		return
@@ -292,6 +313,7 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 		cleanup(session.EndCallerHungUp)
 		return
 	}
+	med.setFiller(nil) // issue 21: the ring-back of early media ends with the answer
 	hdrs := append([]sip.Header{contactHdr, sip.NewHeader("Allow", allowMethods),
 		sip.NewHeader("Supported", supportedOptions), sip.NewHeader("Accept", acceptTypes)}, stHdrs...)
 	res := s.response(req, 200, tag, sdpOut.Marshal(), hdrs...)

@@ -57,6 +57,9 @@ type leg struct {
 	rel *reliable
 	// mediaCIDRs are the networks the peer's SDP may put media at (the trunk's); nil any.
 	mediaCIDRs []netip.Prefix
+	// tlsTrunk is the trunk whose TLS configuration (CA, client certificate) connections for
+	// this dialog's requests are made with (issue 21, tls.go); nil: not a TLS dialog.
+	tlsTrunk *Trunk
 
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
@@ -246,6 +249,9 @@ func (l *leg) sendReinvite(ctx context.Context, sd *SessionDescription) error {
 	}
 	req.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
 	req.SetBody(body)
+	if err := l.s.tlsFor(ctx, req); err != nil {
+		return fmt.Errorf("%w: %v", errNoFinal, err)
+	}
 	tx, err := l.s.cli.TransactionRequest(ctx, req, noBuild)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errNoFinal, err)
@@ -304,6 +310,10 @@ func (l *leg) sendAck(seq uint32, body []byte) {
 		ack.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
 	}
 	ack.SetBody(body)
+	if err := l.s.tlsFor(context.Background(), ack); err != nil {
+		l.log.Info("sip: ACK not sent", "err", err)
+		return
+	}
 	if err := l.s.cli.WriteRequest(ack, noBuild); err != nil {
 		l.log.Debug("sip: ACK not sent", "err", err)
 	}

@@ -35,6 +35,10 @@ type Options struct {
 	TLSAddr                 string
 	TLSCertFile, TLSKeyFile string
 	TLSConfig               *tls.Config
+	// TLSClientAuth asks TLS clients for a certificate (request) or requires one (require);
+	// a certificate is matched to the trunk whose CA verifies it (issue 21, mtls.go). Empty
+	// is none.
+	TLSClientAuth ClientAuth
 	// TLSRootCAs are the roots outbound TLS trusts beside each trunk's CA; nil is the system
 	// pool (issue 21).
 	TLSRootCAs *x509.CertPool
@@ -137,6 +141,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return o, fmt.Errorf("%w: set both TLSCertFile and TLSKeyFile, or neither", ErrBadOptions)
+	}
+	if a, err := ParseClientAuth(string(o.TLSClientAuth)); err != nil {
+		return o, fmt.Errorf("%w: %v", ErrBadOptions, err)
+	} else {
+		o.TLSClientAuth = a
 	}
 	if o.PublicIP.IsValid() {
 		o.PublicIP = o.PublicIP.Unmap()

@@ -272,6 +272,9 @@ func (s *Server) placeCall(ctx context.Context, c *Call, sp dialSpec) (*leg, err
 		localSeq: uint32(1 + time.Now().UnixNano()%1000),
 	}
 	l.d.dest = hostPortDefault(sp.target, sp.transport)
+	if sp.transport == TLS { // issue 21: every request of the dialog uses the trunk's TLS configuration
+		l.tlsTrunk = &sp.trunk
+	}
 	l.localSD = offer
 	l.onEnd = c.legEnded
 	if err := s.addLeg(l); err != nil {

@@ -8,6 +8,13 @@ package sip
 // arrives. The final response waits for that PRACK; when none comes within PrackTimeout
 // (64×T1 by default, RFC 3262 §3) the INVITE is refused 500 and the call ends failed.
 //
+// Early media: once the PRACK of a reliable 183 with the SDP answer has come, the caller hears
+// the ring-back tone (440 + 480 Hz, 2 s on, 4 s off) on the early session until the call is
+// answered (startEarlyMedia): the PRACK, like the ACK of a 200, shows that the INVITE's sender
+// takes the session its SDP named, so RTP may go there. The agent's greeting waits for the
+// answer: a caller is not billed, nor recorded, before it. The caller's silence during ringing
+// does not count toward the RTP inactivity timeout.
+//
 // Outbound, Parley says Supported: 100rel, and answers each new reliable provisional response
 // (RSeq one above the last) with a PRACK in the early dialog (RFC 3262 §4).
 
@@ -22,6 +29,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/parley-voice/parley/media"
 )
 
 // errNoPrack says a reliable provisional response was never acknowledged.
@@ -187,4 +196,18 @@ func (s *Server) prack(l *leg, inv *sip.Request, res *sip.Response, st *uacPrack
 			l.log.Info("sip: PRACK refused", "status", res.StatusCode)
 		}
 	})
+}
+
+// startEarlyMedia starts the leg's media on the early session n with the ring-back tone as its
+// only audio (see the file comment); the answer's apply (legMedia.start on a started stream)
+// brings the receive side's inactivity watch back, and the answer clears the filler.
+func (m *legMedia) startEarlyMedia(ctx context.Context, n Negotiated) error {
+	m.setFiller(newRingback(media.PipelineRate).fill)
+	if err := m.start(ctx, n); err != nil {
+		m.setFiller(nil)
+		return err
+	}
+	m.receiving.Store(false) // ringing: the caller's silence is no inactivity
+	m.acked()
+	return nil
 }

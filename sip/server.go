@@ -48,6 +48,7 @@ type Server struct {
 	udpConn  net.PacketConn
 	tcpLn    net.Listener
 	tlsLn    net.Listener
+	tlsPeers *tlsPeers // issue 21: the TLS listener's connections and their client certificates
 	udpLaddr sip.Addr
 	portUDP  int
 	portTCP  int
@@ -192,11 +193,15 @@ func (s *Server) listen() error {
 		if addr == "" {
 			addr = net.JoinHostPort(host, "5061")
 		}
-		ln, err := tls.Listen("tcp", addr, conf)
+		ln, err := tls.Listen("tcp", addr, withClientAuth(conf, s.o.TLSClientAuth))
 		if err != nil {
 			return fmt.Errorf("sip: listen tls %s: %w", addr, err)
 		}
 		s.tlsLn = ln
+		if s.o.TLSClientAuth == ClientAuthRequest || s.o.TLSClientAuth == ClientAuthRequire {
+			s.tlsPeers = newTLSPeers(ln) // issue 21: client certificates by connection (mtls.go)
+			s.tlsLn = s.tlsPeers
+		}
 		s.portTLS = ln.Addr().(*net.TCPAddr).Port
 		s.dialed = newDialedTLS(ln.Addr())
 	} else {
@@ -631,15 +636,19 @@ func (s *Server) onStrayResponse(res *sip.Response) {
 	}
 	d.routes = recordRoutes(res, true)
 	ack := s.newRequest(&d, sip.ACK, cs.SeqNo)
-	if err := s.cli.WriteRequest(ack, noBuild); err != nil {
-		s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
-	}
 	bye := s.newRequest(&d, sip.BYE, 0)
 	bye.AppendHeader(sip.NewHeader("Reason", reasonHeader(200, "call answered elsewhere")))
 	s.log.Info("sip: extra 2xx from a forked INVITE hung up", "call_id", d.callID, "to_tag", d.remoteTag)
 	s.goBackground(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 		defer cancel()
+		// issue 21: over TLS, a connection with the trunk's configuration (a dial: not on
+		// the transport's goroutine).
+		if err := s.tlsFor(ctx, ack); err != nil {
+			s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
+		} else if err := s.cli.WriteRequest(ack, noBuild); err != nil {
+			s.log.Debug("sip: ACK of a forked 2xx not sent", "err", err)
+		}
 		s.do(ctx, bye)
 	})
 }

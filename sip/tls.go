@@ -6,8 +6,10 @@ package sip
 // plus the trunk's CA for the name the trunk's URI gives (a DNS name or an IP address SAN),
 // presenting the trunk's client certificate when it has one, and hands the connection to sipgo
 // (dialedTLS), which sends the call's requests over it. Connections sipgo would open on its
-// own (a Contact elsewhere) use its default configuration: the system pool, full
-// verification.
+// own would use its default configuration (the system pool), so every request of a TLS
+// dialog (ACK, BYE, re-INVITE, INFO, PRACK, REFER…) goes through tlsFor first: a request to a
+// Contact elsewhere (another port, another host) gets a connection made with the dialog's
+// trunk's CA and client certificate, verified for the Contact's host.
 
 import (
 	"context"
@@ -19,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emiago/sipgo/sip"
 )
 
 // TrunkTLS is a trunk's TLS material, PEM-encoded.
@@ -158,4 +162,20 @@ func isTLSVerifyError(err error) bool {
 	}
 	var ve *tls.CertificateVerificationError
 	return errors.As(err, &ve) || errors.Is(err, ErrTLSVerify) || strings.Contains(err.Error(), "TLS handshake")
+}
+
+// tlsFor makes sure a TLS request of a dialog leaves over a connection made with its trunk's
+// TLS configuration (ensureTLS), however far its destination is from where the dialog began
+// (the Contact of a 200 on another port or host). Requests of no TLS dialog are left alone.
+func (s *Server) tlsFor(ctx context.Context, req *sip.Request) error {
+	if !strings.EqualFold(req.Transport(), "TLS") || req.Destination() == "" {
+		return nil
+	}
+	l := s.findLeg(callID(req))
+	if l == nil || l.tlsTrunk == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return s.ensureTLS(ctx, *l.tlsTrunk, req.Destination())
 }

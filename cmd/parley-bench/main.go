@@ -33,7 +33,7 @@ func main() {
 type options struct {
 	parleyBin, out, workDir, profile, scenarios, speech, logLevel, command string
 	fromJSON                                                               string
-	keep, ttsEspeak, webrtcTone, pprof                                     bool
+	keep, ttsEspeak, webrtcTone, pprof, srtp                               bool
 	serveEnv                                                               envList
 	timeout                                                                time.Duration
 	// attach to a running Parley
@@ -85,6 +85,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.sttFinal, "stt-final-delay", j.STTFinalDelay, "fakes: STT final result after the endpointing silence")
 	fs.DurationVar(&o.ttsFirst, "tts-first-byte", j.TTSFirstByte, "fakes: TTS time to first audio")
 	fs.Float64Var(&o.ttsSpeed, "tts-speed", j.TTSSpeed, "fakes: TTS speed against real time")
+	fs.BoolVar(&o.srtp, "srtp", false, "SIP callers offer SRTP (SDES, AES_CM_128_HMAC_SHA1_80) and the bench's trunk requires it, over clear UDP signalling (issue 21)")
 	fs.BoolVar(&o.pprof, "pprof", false, "start parley serve with PARLEY_PPROF and save a CPU profile of each capacity and webrtc step next to --out")
 	fs.BoolVar(&o.ttsEspeak, "tts-espeak", false, "fakes: TTS speaks with espeak-ng instead of a tone in every scenario (costs the fakes CPU)")
 	fs.BoolVar(&o.webrtcTone, "webrtc-tone", false, "webrtc: keep the TTS tone (by default the fakes speak with espeak-ng for WebRTC callers: Opus DTX drops a steady tone)")
@@ -138,7 +139,7 @@ func parseFloats(s string) ([]float64, error) {
 func (o *options) config(given map[string]bool, progress io.Writer) (bench.Config, error) {
 	cfg := bench.Config{Scenarios: strings.Split(o.scenarios, ","), LatencyCalls: o.calls, LatencyTurns: o.turns,
 		CapacityTurns: o.capTurns, RateStepDuration: o.rateDuration, RateHold: o.rateHold, WebRTCCalls: o.webCalls,
-		WebRTCTurns: o.webTurns, WebRTCTone: o.webrtcTone, Ramp: o.ramp, Speech: o.speech, Progress: progress, Command: o.command}
+		WebRTCTurns: o.webTurns, WebRTCTone: o.webrtcTone, Ramp: o.ramp, Speech: o.speech, Progress: progress, Command: o.command, SRTP: o.srtp}
 	switch o.profile {
 	case "":
 	case "standard":
@@ -219,7 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else {
 		st, err = bench.StartStack(ctx, bench.StackOptions{ParleyBin: o.parleyBin, WorkDir: o.workDir, KeepWorkDir: o.keep,
 			Latencies: cfg.Latencies, Greeting: "Hello, how can I help?", Reply: "Okay. I have noted that, thank you.",
-			ScriptTurns: cfg.Replies(), Number: o.number, LogLevel: o.logLevel, Env: o.serveEnv, TTSEspeak: o.ttsEspeak, Progress: stdout})
+			ScriptTurns: cfg.Replies(), Number: o.number, LogLevel: o.logLevel, Env: o.serveEnv, TTSEspeak: o.ttsEspeak, Progress: stdout, SRTP: o.srtp})
 		if err != nil {
 			fmt.Fprintln(stderr, "parley-bench:", err)
 			return 1

@@ -62,22 +62,24 @@ func (p PortRange) String() string { return fmt.Sprintf("%d-%d", p.Min, p.Max) }
 
 // Config is the parsed configuration of one node.
 type Config struct {
-	HTTPAddr      string
-	BaseURL       string
-	DataDir       string
-	DatabaseURL   string
-	RedisURL      string
-	Roles         Roles
-	SIPAddr       string
-	SIPTLSAddr    string
-	SIPTLSCert    string
-	SIPTLSKey     string
-	RTPPorts      PortRange
-	PublicIP      string
-	TransferAllow []netip.Prefix
-	MediaAddr     string
-	WebRTCUDPPort int
-	MasterKey     string
+	HTTPAddr    string
+	BaseURL     string
+	DataDir     string
+	DatabaseURL string
+	RedisURL    string
+	Roles       Roles
+	SIPAddr     string
+	SIPTLSAddr  string
+	SIPTLSCert  string
+	SIPTLSKey   string
+	// SIPTLSClientAuth is none, request or require (issue 21: inbound mutual TLS).
+	SIPTLSClientAuth string
+	RTPPorts         PortRange
+	PublicIP         string
+	TransferAllow    []netip.Prefix
+	MediaAddr        string
+	WebRTCUDPPort    int
+	MasterKey        string
 	// MasterKeyPrevious lists (comma-separated) previous master keys still accepted (issue 17).
 	MasterKeyPrevious string
 	LogLevel          slog.Level
@@ -153,6 +155,7 @@ func settings() []scopedSetting {
 		{setting{"sip-tls-addr", "PARLEY_SIP_TLS_ADDR", ":5061", "address of the SIP TLS listener (used only when a certificate is set)", setAddr(func(c *Config) *string { return &c.SIPTLSAddr })}, ScopeServe},
 		{setting{"sip-tls-cert", "PARLEY_SIP_TLS_CERT", "", "PEM certificate file for SIP over TLS (empty: no TLS listener)", setString(func(c *Config) *string { return &c.SIPTLSCert })}, ScopeServe},
 		{setting{"sip-tls-key", "PARLEY_SIP_TLS_KEY", "", "PEM private key file for SIP over TLS", setString(func(c *Config) *string { return &c.SIPTLSKey })}, ScopeServe},
+		{setting{"sip-tls-client-auth", "PARLEY_SIP_TLS_CLIENT_AUTH", "none", "client certificates on the SIP TLS listener: none, request (a certificate, when given, must be signed by a trunk's CA and picks that trunk) or require (no certificate, no connection)", setString(func(c *Config) *string { return &c.SIPTLSClientAuth })}, ScopeServe},
 		{setting{"rtp-ports", "PARLEY_RTP_PORTS", "10000-20000", "UDP port range for RTP (pairs: even RTP, odd RTCP)", setPorts}, ScopeServe},
 		{setting{"public-ip", "PARLEY_PUBLIC_IP", "", "IP address advertised in SIP Via/Contact, SDP and WebRTC NAT 1:1 candidates (empty: the local address)", setPublicIP}, ScopeServe},
 		{setting{"media-addr", "PARLEY_MEDIA_ADDR", "", "IP address the RTP ports and the WebRTC UDP port bind (empty: the host of --sip-addr when it names one, else every interface)", setMediaAddr}, ScopeServe},
@@ -342,6 +345,12 @@ func (c *Config) finish(scope Scope) error {
 		}
 		if (c.SIPTLSCert == "") != (c.SIPTLSKey == "") {
 			return &Error{Flag: "sip-tls-key", Env: "PARLEY_SIP_TLS_KEY", Value: c.SIPTLSKey, Err: errors.New("set both PARLEY_SIP_TLS_CERT and PARLEY_SIP_TLS_KEY, or neither")}
+		}
+		switch strings.ToLower(strings.TrimSpace(c.SIPTLSClientAuth)) {
+		case "", "none", "request", "require":
+			c.SIPTLSClientAuth = strings.ToLower(strings.TrimSpace(c.SIPTLSClientAuth))
+		default:
+			return &Error{Flag: "sip-tls-client-auth", Env: "PARLEY_SIP_TLS_CLIENT_AUTH", Value: c.SIPTLSClientAuth, Err: errors.New("want none, request or require")}
 		}
 		if c.OutboundCAFile != "" {
 			if _, err := netguard.New(netguard.Options{ExtraCAFile: c.OutboundCAFile}); err != nil {

@@ -64,6 +64,7 @@ func TestBadSettingNamesItself(t *testing.T) {
 		{map[string]string{"PARLEY_GC_PERCENT": "0"}, nil, "PARLEY_GC_PERCENT"},
 		{map[string]string{"PARLEY_OUTBOUND_CA_FILE": "/nonexistent/ca.pem"}, nil, "PARLEY_OUTBOUND_CA_FILE"},
 		{map[string]string{"PARLEY_OUTBOUND_ALLOW_PRIVATE": "maybe"}, nil, "PARLEY_OUTBOUND_ALLOW_PRIVATE"},
+		{map[string]string{"PARLEY_SIP_TLS_CLIENT_AUTH": "optional"}, nil, "PARLEY_SIP_TLS_CLIENT_AUTH"}, // issue 21
 	}
 	for _, tc := range cases {
 		_, _, err := Parse("parley serve", ScopeServe, tc.args, env(tc.env), nil, nil)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,14 +72,39 @@ request_route {
 // KamailioPassword is the digest password the test registrar accepts.
 const KamailioPassword = "s3cret"
 
-// Kamailio is a Kamailio process on 127.0.0.1:Port.
+// kamailioTLS turns kamailioCfg into one that also listens for TLS on 127.0.0.1:%d (the tls
+// module, Debian's kamailio-tls-modules) with the certificate of tls.cfg.
+func kamailioTLS(cfg string, port int, tlsCfg string) string {
+	cfg = strings.Replace(cfg, "auto_aliases=no\n", fmt.Sprintf("auto_aliases=no\nenable_tls=yes\nlisten=tls:127.0.0.1:%d\n", port), 1)
+	return strings.Replace(cfg, "loadmodule \"tm.so\"\n", fmt.Sprintf("loadmodule \"tls.so\"\nmodparam(\"tls\", \"config\", \"%s\")\nloadmodule \"tm.so\"\n", tlsCfg), 1)
+}
+
+// kamailioTLSCfg is the tls module's configuration: the server certificate, and no
+// verification of clients (Parley's registrations authenticate by digest), nor of the servers
+// Kamailio relays calls to (the registered contacts).
+const kamailioTLSCfg = `[server:default]
+method = TLSv1.2+
+verify_certificate = no
+require_certificate = no
+private_key = %s
+certificate = %s
+
+[client:default]
+method = TLSv1.2+
+verify_certificate = no
+require_certificate = no
+`
+
+// Kamailio is a Kamailio process on 127.0.0.1:Port (UDP), and TLSPort (TLS) when started by
+// NewKamailioTLS.
 type Kamailio struct {
-	Port int
-	t    testing.TB
-	dir  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	out  *syncBuffer
+	Port    int
+	TLSPort int
+	t       testing.TB
+	dir     string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	out     *syncBuffer
 }
 
 type syncBuffer struct {
@@ -107,6 +133,36 @@ func NewKamailio(t testing.TB) *Kamailio {
 	t.Cleanup(k.Stop)
 	return k
 }
+
+// NewKamailioTLS is NewKamailio that also listens for SIP over TLS on TLSPort with the PEM
+// certificate and key given (issue 21: registration over TLS). It needs the tls module
+// (Debian's kamailio-tls-modules).
+func NewKamailioTLS(t testing.TB, certPEM, keyPEM string) *Kamailio {
+	t.Helper()
+	testenv.NeedCommand(t, "kamailio")
+	const mod = "/usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so"
+	if _, err := os.Stat(mod); err != nil {
+		testenv.Missing(t, "Kamailio's tls module "+mod+" (Debian's kamailio-tls-modules)")
+	}
+	k := &Kamailio{t: t, dir: t.TempDir(), Port: freeUDPPort(t), TLSPort: freeUDPPort(t)}
+	cert, key := filepath.Join(k.dir, "cert.pem"), filepath.Join(k.dir, "key.pem")
+	tlsCfg := filepath.Join(k.dir, "tls.cfg")
+	for _, f := range []struct{ path, data string }{{cert, certPEM}, {key, keyPEM}, {tlsCfg, fmt.Sprintf(kamailioTLSCfg, key, cert)}} {
+		if err := os.WriteFile(f.path, []byte(f.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := kamailioTLS(fmt.Sprintf(kamailioCfg, k.Port, KamailioPassword), k.TLSPort, tlsCfg)
+	if err := os.WriteFile(filepath.Join(k.dir, "k.cfg"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k.Start()
+	t.Cleanup(k.Stop)
+	return k
+}
+
+// TLSURI is the registrar's SIP URI over TLS (the trunk's transport says TLS).
+func (k *Kamailio) TLSURI() string { return fmt.Sprintf("sip:127.0.0.1:%d", k.TLSPort) }
 
 func freeUDPPort(t testing.TB) int {
 	for range 50 {
