@@ -341,16 +341,26 @@ func (s *Service) one(ctx context.Context, run store.EvaluationRun, e store.Eval
 	}
 	vars := map[string]any{}
 	_ = json.Unmarshal(sp.Variables, &vars)
+	voice := sp.Channel == ChannelVoice
 	turns := make([]string, 0, len(sp.Turns))
+	var keys []string
 	for _, t := range sp.Turns {
-		if t.DTMF != "" && t.Text == "" {
+		switch {
+		case voice: // spoken, and the keys pressed, as a caller would
+			turns, keys = append(turns, t.Text), append(keys, t.DTMF)
+		case t.DTMF != "" && t.Text == "":
 			turns = append(turns, "(The caller pressed the keys "+t.DTMF+".)")
-			continue
+		default:
+			turns = append(turns, t.Text)
 		}
-		turns = append(turns, t.Text)
 	}
-	out, err := s.Engine.Rehearse(ctx, runtime.Rehearsal{OrgID: run.OrgID, ProjectID: run.ProjectID, AgentID: run.AgentID, AgentVersion: run.AgentVersion,
-		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks})
+	rh := runtime.Rehearsal{OrgID: run.OrgID, ProjectID: run.ProjectID, AgentID: run.AgentID, AgentVersion: run.AgentVersion,
+		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks, Voice: voice, DTMF: keys}
+	if sim := sp.Simulation; sim != nil {
+		rh.Turns, rh.DTMF = nil, nil
+		rh.Simulation = &runtime.Simulation{Persona: sim.Persona, Goal: sim.Goal, MaxTurns: sim.MaxTurns}
+	}
+	out, err := s.Engine.Rehearse(ctx, rh)
 	if err != nil {
 		return fail("The rehearsal failed: "+err.Error(), 0)
 	}
