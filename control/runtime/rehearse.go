@@ -36,6 +36,9 @@ type Rehearsal struct {
 	// DTMF are the keys pressed at each turn in a voice rehearsal (parallel to Turns; a turn
 	// with keys and no text presses them instead of speaking).
 	DTMF []string
+	// BargeIn marks the voice turns spoken while the agent is still answering the turn before
+	// (parallel to Turns).
+	BargeIn []bool
 	// Simulation, when set, replaces Turns: an LLM plays the user (simulate_user.go).
 	Simulation *Simulation
 }

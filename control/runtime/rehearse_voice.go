@@ -7,7 +7,8 @@ package runtime
 // replies are synthesized by its TTS and played out by the engine's pacer. Turn-taking, the
 // VAD, endpointing and barge-in are the engine's, as in a call. The simulated caller speaks
 // once the agent has finished its reply (its state back to listening and no audio going out
-// for a moment), so that every turn is rehearsed whole.
+// for a moment), so that every turn is rehearsed whole; a turn marked barge-in is spoken
+// instead while the agent's reply to the turn before is playing, cutting it off.
 
 import (
 	"context"
@@ -33,6 +34,7 @@ const (
 	voiceEndWait     = 10 * time.Second       // the engine stops within this once ended
 	voiceNoiseLevel  = 10                     // the caller's noise floor, about -70 dBFS
 	voiceDTMFSpacing = 120 * time.Millisecond // between keys pressed
+	voiceBargeAfter  = 400 * time.Millisecond // a barge-in turn starts once the reply has played this long
 )
 
 // ErrNotHeard is a voice rehearsal whose turn the agent's STT never transcribed.
@@ -315,6 +317,31 @@ func (rt *Runtime) rehearseVoice(ctx context.Context, r Rehearsal, o session.Opt
 				return RehearsalResult{}, ctx.Err()
 			case <-time.After(voiceDTMFSpacing):
 			}
+		}
+		if i+1 < len(r.BargeIn) && r.BargeIn[i+1] {
+			// The next turn cuts the agent off: it comes once the reply has been playing for
+			// a moment.
+			var since time.Time
+			ok, err := wait(voiceAnswerWait, func() bool {
+				sink.mu.Lock()
+				st := sink.state
+				sink.mu.Unlock()
+				if st != session.StateAgentSpeaking || time.Since(port.lastFrame()) > 3*media.FrameDuration {
+					since = time.Time{}
+					return false
+				}
+				if since.IsZero() {
+					since = time.Now()
+				}
+				return time.Since(since) >= voiceBargeAfter
+			})
+			if err != nil {
+				return RehearsalResult{}, rehearsalWaitErr(err, fmt.Sprintf("the agent did not start answering turn %d within %v, so turn %d could not cut in", i+1, voiceAnswerWait, i+2))
+			}
+			if !ok {
+				out.Ended = true
+			}
+			continue
 		}
 		ok, err := wait(voiceAnswerWait, func() bool { _, a := sink.counts(); return a > agents && settled() })
 		if err != nil {

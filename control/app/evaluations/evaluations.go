@@ -52,6 +52,9 @@ const MaxPerRun = 500
 type Turn struct {
 	Text string `json:"text,omitempty" doc:"What the user says." jsonschema:"maxLength=4000"`
 	DTMF string `json:"dtmf,omitempty" doc:"Keys the user presses (in text mode: told to the agent as a message)." jsonschema:"pattern=^[0-9*#A-D]+$"`
+	// BargeIn: in a voice rehearsal, the turn is spoken while the agent is still answering the
+	// turn before (the engine's barge-in cuts it off, as a caller would).
+	BargeIn bool `json:"barge_in,omitempty" doc:"Voice rehearsals: say this turn while the agent is still answering the one before, cutting it off (barge-in). Ignored in text mode and on the first turn."`
 }
 
 // ExpectedToolCall is a tool call the agent must make.
@@ -101,6 +104,8 @@ func (EvaluationCreate) SchemaDoc() string {
 type SavedLine struct {
 	Role string `json:"role" jsonschema:"enum=user,enum=agent,enum=tool"`
 	Text string `json:"text"`
+	// Interrupted: an agent line the user cut off (voice); Text is what was played.
+	Interrupted bool `json:"interrupted,omitempty" doc:"An agent line the user cut off (a voice rehearsal): text is what was played before."`
 }
 
 // SavedCall is a tool call of the saved conversation.

@@ -344,10 +344,11 @@ func (s *Service) one(ctx context.Context, run store.EvaluationRun, e store.Eval
 	voice := sp.Channel == ChannelVoice
 	turns := make([]string, 0, len(sp.Turns))
 	var keys []string
+	var barge []bool
 	for _, t := range sp.Turns {
 		switch {
 		case voice: // spoken, and the keys pressed, as a caller would
-			turns, keys = append(turns, t.Text), append(keys, t.DTMF)
+			turns, keys, barge = append(turns, t.Text), append(keys, t.DTMF), append(barge, t.BargeIn)
 		case t.DTMF != "" && t.Text == "":
 			turns = append(turns, "(The caller pressed the keys "+t.DTMF+".)")
 		default:
@@ -355,9 +356,9 @@ func (s *Service) one(ctx context.Context, run store.EvaluationRun, e store.Eval
 		}
 	}
 	rh := runtime.Rehearsal{OrgID: run.OrgID, ProjectID: run.ProjectID, AgentID: run.AgentID, AgentVersion: run.AgentVersion,
-		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks, Voice: voice, DTMF: keys}
+		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks, Voice: voice, DTMF: keys, BargeIn: barge}
 	if sim := sp.Simulation; sim != nil {
-		rh.Turns, rh.DTMF = nil, nil
+		rh.Turns, rh.DTMF, rh.BargeIn = nil, nil, nil
 		rh.Simulation = &runtime.Simulation{Persona: sim.Persona, Goal: sim.Goal, MaxTurns: sim.MaxTurns}
 	}
 	out, err := s.Engine.Rehearse(ctx, rh)
@@ -366,7 +367,7 @@ func (s *Service) one(ctx context.Context, run store.EvaluationRun, e store.Eval
 	}
 	micros := out.CostMicros
 	for _, l := range out.Lines {
-		res.Transcript = append(res.Transcript, SavedLine{Role: string(l.Role), Text: l.Text})
+		res.Transcript = append(res.Transcript, SavedLine{Role: string(l.Role), Text: l.Text, Interrupted: l.Interrupted})
 	}
 	for _, c := range out.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, ToolCall{Name: c.Name, Arguments: c.Arguments, Result: c.Result})
