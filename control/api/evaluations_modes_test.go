@@ -231,3 +231,40 @@ func testEvaluationSimulation(t *testing.T, e engine) {
 		t.Fatalf("bounded simulation: %d user turns, %s", n, r)
 	}
 }
+
+// TestEvaluationDocument: the pinned version is a query parameter of runEvaluations marked
+// x-extension (the specification gives the operation no body), and the run events are in the
+// document's webhooks with their data.
+func TestEvaluationDocument(t *testing.T) {
+	doc := servedDocument(t)
+	op := doc["paths"].(map[string]any)["/v1/agents/{agent_id}/evaluation-runs"].(map[string]any)["post"].(map[string]any)
+	if op["x-extension"] == true || op["requestBody"] != nil {
+		t.Fatalf("runEvaluations is the specification's operation, with no body: %v", op)
+	}
+	var version map[string]any
+	for _, p := range op["parameters"].([]any) {
+		if m := p.(map[string]any); m["name"] == "version" {
+			version = m
+		}
+	}
+	if version == nil || version["in"] != "query" || version["required"] != false || version["x-extension"] != true ||
+		version["schema"].(map[string]any)["minimum"] != float64(1) {
+		t.Fatalf("version parameter %v", version)
+	}
+	hooks := doc["webhooks"].(map[string]any)
+	for _, name := range []string{"evaluation_run.finished", "evaluation_run.failed"} {
+		h, ok := hooks[name]
+		if !ok {
+			t.Fatalf("webhook %s missing", name)
+		}
+		if b, _ := json.Marshal(h); !strings.Contains(string(b), `"#/components/schemas/EvaluationRunEventData"`) {
+			t.Fatalf("webhook %s: %s", name, b)
+		}
+	}
+	props := doc["components"].(map[string]any)["schemas"].(map[string]any)["EvaluationRunEventData"].(map[string]any)["properties"].(map[string]any)
+	for _, f := range []string{"run_id", "agent_id", "agent_version", "status", "reason", "totals", "finished_at"} {
+		if props[f] == nil {
+			t.Errorf("EvaluationRunEventData has no %s: %v", f, props)
+		}
+	}
+}

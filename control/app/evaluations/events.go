@@ -18,10 +18,10 @@ const (
 	EventRunFailed   = "evaluation_run.failed"
 )
 
-// RunEventData is the data of evaluation_run.finished and evaluation_run.failed: the run as it
+// EvaluationRunEventData is the data of evaluation_run.finished and evaluation_run.failed: the run as it
 // ended, without the results per saved conversation (read them with GET
 // /v1/evaluation-runs/{run_id}).
-type RunEventData struct {
+type EvaluationRunEventData struct {
 	RunID        string   `json:"run_id" jsonschema:"format=uuid"`
 	AgentID      string   `json:"agent_id" jsonschema:"format=uuid"`
 	AgentVersion *int     `json:"agent_version" doc:"The published version rehearsed; null: the definition as it was when the run started." jsonschema:"nullable"`
@@ -32,8 +32,8 @@ type RunEventData struct {
 }
 
 func init() {
-	events.Register(EventRunFinished, "An evaluation run finished: every saved conversation was rehearsed and judged; totals count the passes, failures and errors.", RunEventData{})
-	events.Register(EventRunFailed, "An evaluation run failed as a whole (reason says why): it was interrupted too many times, or its agent could not be read.", RunEventData{})
+	events.Register(EventRunFinished, "An evaluation run finished: every saved conversation was rehearsed and judged; totals count the passes, failures and errors.", EvaluationRunEventData{})
+	events.Register(EventRunFailed, "An evaluation run failed as a whole (reason says why): it was interrupted too many times, or its agent could not be read.", EvaluationRunEventData{})
 }
 
 // runEvent records the event of run's end, status and reason, in tx.
@@ -45,7 +45,7 @@ func runEvent(ctx context.Context, tx *store.Tx, run store.EvaluationRun, status
 	if totals.CostUSD == "" {
 		totals.CostUSD = billing.FormatUSD(0)
 	}
-	d := RunEventData{RunID: string(run.ID), AgentID: string(run.AgentID), Status: status, Totals: totals, FinishedAt: app.T(at)}
+	d := EvaluationRunEventData{RunID: string(run.ID), AgentID: string(run.AgentID), Status: status, Totals: totals, FinishedAt: app.T(at)}
 	if run.AgentVersion > 0 {
 		v := run.AgentVersion
 		d.AgentVersion = &v
