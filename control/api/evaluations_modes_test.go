@@ -230,6 +230,32 @@ func testEvaluationSimulation(t *testing.T, e engine) {
 	if r.Str("status") != "finished" || res["status"] != "fail" || n != 3 {
 		t.Fatalf("bounded simulation: %d user turns, %s", n, r)
 	}
+
+	// A simulated user by voice: its lines are spoken into the engine and heard by the STT.
+	testenv.NeedCommand(t, "espeak-ng")
+	script.SetFallback(nil)
+	w.must(t, http.StatusOK, req{method: "DELETE", path: path + "/" + ev.Str("id"), key: kLive})
+	asks := "Where is my order A one?"
+	w.tp.Fakes.Deepgram.SetOptions(fakes.DeepgramFakeOptions{Script: []string{asks}})
+	w.must(t, http.StatusCreated, req{method: "POST", path: path, key: kLive, body: map[string]any{
+		"channel": "voice", "simulation": sim, "mocks": map[string]any{"lookup_order": []any{map[string]any{"status": "shipped"}}},
+		"criteria": orderCriteria, "variables": map[string]any{"customer": "Ada"}}})
+	script.Add(
+		fakes.ScriptTurn{Text: asks},
+		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "lookup_order", Args: json.RawMessage(`{"order_id":"A-1"}`)}}},
+		fakes.ScriptTurn{Text: "Your order A-1 has shipped."},
+		fakes.ScriptTurn{Text: "[END]"},
+		verdictTurn(true, 0),
+	)
+	r = waitRun(t, w, w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id"))
+	res = oneResult(t, r)
+	var roles []string
+	for _, l := range res["transcript"].([]any) {
+		roles = append(roles, l.(map[string]any)["role"].(string))
+	}
+	if r.Str("status") != "finished" || res["status"] != "pass" || strings.Join(roles, ",") != "agent,user,tool,agent" || res["cost_usd"] == "0.000000" {
+		t.Fatalf("simulated user by voice: %s", r)
+	}
 }
 
 // TestEvaluationDocument: the pinned version is a query parameter of runEvaluations marked

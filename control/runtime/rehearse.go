@@ -169,7 +169,7 @@ func (rt *Runtime) Rehearse(ctx context.Context, r Rehearsal) (RehearsalResult, 
 		if o.TTS, err = provs.TTS(ttsName); err != nil {
 			return RehearsalResult{}, fmt.Errorf("%w: %v", ErrProvider, err)
 		}
-		return rt.rehearseVoice(ctx, r, o, runner, next, out)
+		return rt.rehearseVoice(ctx, r, o, runner, next, &out)
 	}
 	sess, err := session.New(o)
 	if err != nil {

@@ -188,8 +188,9 @@ func speak(ctx context.Context, mouth tts.Synthesizer, text, language string) ([
 }
 
 // rehearseVoice runs the rehearsal r on an engine made with o (its STT and TTS set) through
-// the audio path. next gives the user's turns; out holds what was already spent on them.
-func (rt *Runtime) rehearseVoice(ctx context.Context, r Rehearsal, o session.Options, runner *mockRunner, next nextTurn, out RehearsalResult) (RehearsalResult, error) {
+// the audio path. next gives the user's turns; out holds what was already spent on them (a
+// simulated user's tokens, which next adds to) and is filled.
+func (rt *Runtime) rehearseVoice(ctx context.Context, r Rehearsal, o session.Options, runner *mockRunner, next nextTurn, out *RehearsalResult) (RehearsalResult, error) {
 	voice := "en"
 	if r.Language != "" {
 		voice = strings.ToLower(r.Language)
@@ -352,8 +353,8 @@ func (rt *Runtime) rehearseVoice(ctx context.Context, r Rehearsal, o session.Opt
 		}
 	}
 	stop()
-	rt.rehearsalOutcome(sess, runner, store.ChannelVoice, &out)
-	return out, nil
+	rt.rehearsalOutcome(sess, runner, store.ChannelVoice, out)
+	return *out, nil
 }
 
 var errTimeout = errors.New("timed out")
