@@ -223,8 +223,8 @@ func testEvaluations(t *testing.T, e engine) {
 	}
 	// A run whose job died (its attempts used up): the reaper fails it, with one
 	// evaluation_run.failed event.
+	stopWorker() // before the run, so that no worker claims its job
 	run4 := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id")
-	stopWorker()
 	killRunJob(t, w, run4)
 	if n, err := w.api.Evaluations.ReapOrphaned(t.Context()); err != nil || n != 0 {
 		t.Fatalf("reaped %d (%v) at once: a run under a minute old is left alone", n, err)

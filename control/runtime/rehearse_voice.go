@@ -47,7 +47,6 @@ type voiceSink struct {
 	agent      int
 	state      session.State
 	stateSince time.Time
-	ended      bool
 }
 
 func (s *voiceSink) LineAdded(l session.Line) {
@@ -66,12 +65,8 @@ func (s *voiceSink) StateChanged(st session.State) {
 	s.state, s.stateSince = st, time.Now()
 	s.mu.Unlock()
 }
-func (s *voiceSink) TurnCompleted(session.TurnMetrics) {}
-func (s *voiceSink) Ended(session.EndReason, session.Cost) {
-	s.mu.Lock()
-	s.ended = true
-	s.mu.Unlock()
-}
+func (s *voiceSink) TurnCompleted(session.TurnMetrics)     {}
+func (s *voiceSink) Ended(session.EndReason, session.Cost) {}
 
 func (s *voiceSink) counts() (user, agent int) {
 	s.mu.Lock()
@@ -84,13 +79,11 @@ func (s *voiceSink) counts() (user, agent int) {
 type voicePort struct {
 	mu   sync.Mutex
 	last time.Time
-	n    int
 }
 
 func (p *voicePort) SendFrame(*media.Frame) {
 	p.mu.Lock()
 	p.last = time.Now()
-	p.n++
 	p.mu.Unlock()
 }
 func (p *voicePort) SendDTMF(context.Context, string) error                  { return nil }
@@ -213,6 +206,7 @@ func (rt *Runtime) rehearseVoice(ctx context.Context, r Rehearsal, o session.Opt
 	defer cancel()
 	port := &voicePort{}
 	if err := sess.StartVoice(vctx, port); err != nil {
+		sess.End(session.EndFailed) // never started: abandoned
 		return RehearsalResult{}, fmt.Errorf("%w: the voice engine did not start: %v", ErrProvider, err)
 	}
 	caller := &voiceCaller{conv: sess, seed: 7, quit: make(chan struct{}), done: make(chan struct{})}
