@@ -124,29 +124,33 @@ func testEvaluationVoice(t *testing.T, e engine) {
 
 	// Barge-in: the second turn is said while the agent's long first reply is playing. The
 	// engine cuts the reply off; the transcript keeps what was played, marked interrupted,
-	// and the agent answers the second turn.
+	// and the agent answers the second turn. The third turn is keys, pressed as DTMF.
 	w.must(t, http.StatusOK, req{method: "DELETE", path: "/v1/agents/" + agent + "/evaluations/" + ev.Str("id"), key: kLive})
 	first, second := "Tell me about my order.", "Stop, is it shipped?"
 	w.tp.Fakes.Deepgram.SetOptions(fakes.DeepgramFakeOptions{Script: []string{first, second}})
 	w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + agent + "/evaluations", key: kLive, body: map[string]any{
-		"channel": "voice", "turns": []any{map[string]any{"text": first}, map[string]any{"text": second, "barge_in": true}},
+		"channel": "voice", "turns": []any{map[string]any{"text": first}, map[string]any{"text": second, "barge_in": true}, map[string]any{"dtmf": "42"}},
 		"criteria": map[string]any{"success": "The agent says the order has shipped."}, "variables": map[string]any{"customer": "Ada"}}})
 	long := "Let me tell you everything about your order. It was packed on Monday morning. It left the warehouse on Tuesday. " +
 		"It reached the depot on Wednesday. It is out for delivery today."
-	script.Add(fakes.ScriptTurn{Text: long}, fakes.ScriptTurn{Text: "Yes, it has shipped."}, verdictTurn(true, 0))
+	script.Add(fakes.ScriptTurn{Text: long}, fakes.ScriptTurn{Text: "Yes, it has shipped."}, fakes.ScriptTurn{Text: "You pressed four two."}, verdictTurn(true, 0))
 	r3 := waitRun(t, w, w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id"))
 	res = oneResult(t, r3)
 	var lines []map[string]any
 	for _, l := range res["transcript"].([]any) {
 		lines = append(lines, l.(map[string]any))
 	}
-	if r3.Str("status") != "finished" || res["status"] != "pass" || len(lines) != 5 {
+	if r3.Str("status") != "finished" || res["status"] != "pass" || len(lines) != 8 {
 		t.Fatalf("barge-in run: %s", r3)
 	}
 	cut := lines[2]
 	if cut["role"] != "agent" || cut["interrupted"] != true || strings.Contains(cut["text"].(string), "out for delivery") ||
 		lines[3]["text"] != second || lines[4]["text"] != "Yes, it has shipped." {
 		t.Fatalf("barge-in transcript %v", lines)
+	}
+	// The keys of the third turn were pressed as DTMF, one line each, then answered.
+	if lines[5]["text"] != "DTMF 4" || lines[6]["text"] != "DTMF 2" || lines[7]["text"] != "You pressed four two." {
+		t.Fatalf("DTMF turn %v", lines[5:])
 	}
 
 	// A saved chat conversation cannot be rehearsed by voice: its turns were typed.
