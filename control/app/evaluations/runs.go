@@ -254,17 +254,21 @@ func (s *Service) ReapOrphaned(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, run := range runs {
+		failed := false
 		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
 			at := s.now()
 			ok, err := tx.EvaluationRuns().Finish(ctx, run.ID, store.EvalRunFailed, store.EvalRunOrphanedReason, json.RawMessage(`[]`), json.RawMessage(`{}`), at)
-			if err != nil || !ok {
+			if err != nil || !ok { // ended meanwhile: its end sent its own event
 				return err
 			}
-			n++
+			failed = true
 			return runEvent(ctx, tx, run, store.EvalRunFailed, store.EvalRunOrphanedReason, Totals{}, at)
 		})
 		if err != nil {
 			return n, err
+		}
+		if failed {
+			n++
 		}
 	}
 	return n, nil
