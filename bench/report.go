@@ -78,7 +78,9 @@ type ScenarioResult struct {
 	// Rate: the highest rate with no failure, and its p95 setup.
 	MaxRate      float64 `json:"max_passing_rate_cps,omitempty"`
 	MaxRateSetup float64 `json:"max_rate_setup_p95_ms,omitempty"`
-	Note         string  `json:"note,omitempty"`
+	// Evaluations (issue 18): the run that went on during the second step.
+	EvalRun *EvalRunResult `json:"evaluation_run,omitempty"`
+	Note    string         `json:"note,omitempty"`
 }
 
 // Target is one goal of the issue and whether this run met it.

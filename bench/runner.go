@@ -71,6 +71,9 @@ type Config struct {
 	// and its heap in use and goroutines at the end of that, heap-<scenario>-<n>.pprof and
 	// goroutines-<scenario>-<n>.txt.
 	ProfileDir string
+	// evaluations (issue 18): the saved conversations of the run that goes on during the
+	// second latency step, and their turns (default 50 × 10).
+	EvalConversations, EvalTurns int
 	// Command is recorded in the report.
 	Command  string
 	Progress io.Writer
@@ -139,6 +142,13 @@ func (c Config) withDefaults() Config {
 	} else if c.Warmup == 0 {
 		c.Warmup = 1
 	}
+	if c.EvalConversations <= 0 {
+		c.EvalConversations = DefaultEvalConversations
+	}
+	c.EvalConversations = min(c.EvalConversations, 500) // what one run rehearses at most
+	if c.EvalTurns <= 0 {
+		c.EvalTurns = DefaultEvalTurns
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -174,9 +184,9 @@ func NewRunner(ctx context.Context, cfg Config, st *Stack) (*Runner, error) {
 	cfg = cfg.withDefaults()
 	for _, s := range cfg.Scenarios {
 		switch s {
-		case ScenarioLatency, ScenarioCapacity, ScenarioRate, ScenarioWebRTC:
+		case ScenarioLatency, ScenarioCapacity, ScenarioRate, ScenarioWebRTC, ScenarioEvaluations:
 		default:
-			return nil, fmt.Errorf("bench: unknown scenario %q (latency, capacity, rate, webrtc)", s)
+			return nil, fmt.Errorf("bench: unknown scenario %q (latency, capacity, rate, webrtc, evaluations)", s)
 		}
 	}
 	r := &Runner{cfg: cfg, st: st}
@@ -292,6 +302,8 @@ func (r *Runner) Run(ctx context.Context) *Report {
 			sc = r.rate(ctx)
 		case ScenarioWebRTC:
 			sc = r.latency(ctx, ScenarioWebRTC, KindWebRTC, r.cfg.WebRTCCalls, r.cfg.WebRTCTurns)
+		case ScenarioEvaluations:
+			sc = r.evaluations(ctx)
 		}
 		sc.Note = strings.TrimPrefix(sc.Note+"; "+ttsNote, "; ")
 		for _, st := range sc.Steps {
@@ -768,6 +780,8 @@ func (c Config) Replies() int {
 			}
 		case ScenarioWebRTC:
 			n += c.WebRTCCalls * c.WebRTCTurns
+		case ScenarioEvaluations: // two latency steps, and the run's replies and judges (asked twice)
+			n += 2*c.LatencyCalls*c.LatencyTurns + c.EvalConversations*(c.EvalTurns+2)
 		}
 	}
 	return n*2 + 100

@@ -145,6 +145,19 @@ func TestConfigReplies(t *testing.T) {
 	}
 }
 
+// TestConfigRepliesEvaluations: the evaluations scenario's two latency steps and the run's
+// rehearsals and judges (asked twice) are scripted replies too; the run is bounded.
+func TestConfigRepliesEvaluations(t *testing.T) {
+	c := Config{Scenarios: []string{ScenarioEvaluations}, LatencyCalls: 10, LatencyTurns: 3}
+	// 1 warm-up + 2×30 + 50×(10+2) = 661 turns, doubled, plus 100.
+	if got := c.Replies(); got != 1422 {
+		t.Errorf("replies %d", got)
+	}
+	if d := (Config{EvalConversations: 10000}).withDefaults(); d.EvalConversations != 500 || d.EvalTurns != DefaultEvalTurns {
+		t.Errorf("defaults %d × %d", d.EvalConversations, d.EvalTurns)
+	}
+}
+
 func TestSaturated(t *testing.T) {
 	cases := []struct {
 		p    PacerStats

@@ -202,6 +202,10 @@ func registerConversationJobs(w *jobs.Worker, a *api.API, rt *runtime.Runtime, s
 		}, jobs.WithTimeout(evaluationTimeout))
 	}
 	periodic(kindReapEvaluations, reapEvery, 1, func(ctx context.Context) error {
+		if a.Evaluations != nil { // each failed run with its evaluation_run.failed event
+			_, err := a.Evaluations.ReapOrphaned(ctx)
+			return err
+		}
 		_, err := st.EvaluationRuns().FailOrphaned(ctx, time.Now())
 		return err
 	})

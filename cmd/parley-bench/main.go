@@ -41,6 +41,7 @@ type options struct {
 	pid, fakesPID                           int
 	// scenarios
 	calls, turns, capTurns, webCalls, webTurns int
+	evalConversations, evalTurns               int
 	capSteps, rateSteps                        string
 	rateDuration, rateHold, ramp               time.Duration
 	// latencies
@@ -54,7 +55,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.workDir, "work-dir", "", "directory for Parley's data and logs (default: a temporary one)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (logs) after the run")
 	fs.StringVar(&o.profile, "profile", "", "standard: every scenario at the bench-e2e sizes (< 5 min on 2 cores); flags given also apply")
-	fs.StringVar(&o.scenarios, "scenarios", "latency", "comma-separated: latency, capacity, rate, webrtc")
+	fs.StringVar(&o.scenarios, "scenarios", "latency", "comma-separated: latency, capacity, rate, webrtc, evaluations (not in the standard profile)")
 	fs.StringVar(&o.speech, "speech", bench.SourceAuto, "caller speech: auto, espeak-ng or synthetic")
 	fs.StringVar(&o.logLevel, "parley-log-level", "info", "log level of the started parley serve")
 	fs.Var(&o.serveEnv, "serve-env", "KEY=VALUE added to the started parley serve's environment (repeatable), e.g. a PARLEY_ setting")
@@ -77,6 +78,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.rateHold, "rate-hold", 0, "rate: how long each short call lasts after its answer (default 1s)")
 	fs.IntVar(&o.webCalls, "webrtc-calls", 0, "webrtc: concurrent callers (default 5)")
 	fs.IntVar(&o.webTurns, "webrtc-turns", 0, "webrtc: turns per call (default 2)")
+	fs.IntVar(&o.evalConversations, "eval-conversations", 0, "evaluations: saved conversations in the run that goes on during the second latency step (default 50)")
+	fs.IntVar(&o.evalTurns, "eval-turns", 0, "evaluations: turns of each saved conversation (default 10)")
 	fs.DurationVar(&o.ramp, "ramp", 0, "spread each step's call starts over this (default 3s)")
 	j := bench.JambonzLatencies()
 	fs.DurationVar(&o.llmFirst, "llm-first-token", j.LLMFirstToken, "fakes: LLM time to first token")
@@ -139,7 +142,7 @@ func parseFloats(s string) ([]float64, error) {
 func (o *options) config(given map[string]bool, progress io.Writer) (bench.Config, error) {
 	cfg := bench.Config{Scenarios: strings.Split(o.scenarios, ","), LatencyCalls: o.calls, LatencyTurns: o.turns,
 		CapacityTurns: o.capTurns, RateStepDuration: o.rateDuration, RateHold: o.rateHold, WebRTCCalls: o.webCalls,
-		WebRTCTurns: o.webTurns, WebRTCTone: o.webrtcTone, Ramp: o.ramp, Speech: o.speech, Progress: progress, Command: o.command, SRTP: o.srtp}
+		WebRTCTurns: o.webTurns, WebRTCTone: o.webrtcTone, EvalConversations: o.evalConversations, EvalTurns: o.evalTurns, Ramp: o.ramp, Speech: o.speech, Progress: progress, Command: o.command, SRTP: o.srtp}
 	switch o.profile {
 	case "":
 	case "standard":

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +88,7 @@ func testEvaluations(t *testing.T, e engine) {
 	}
 	defn["references"] = map[string]any{"tools": []any{"lookup_order"}}
 	w.must(t, http.StatusOK, req{method: "PUT", path: "/v1/agents/" + agent + "/definition", key: kLive, body: map[string]any{"definition": defn}})
+	toolVersion := int(w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/agents/" + agent + "/publish", key: kLive}).JSON["version"].(float64))
 	other := w.publishedAgent(t, w.p1.ID, "Other", "inbound", channels("chat"))
 
 	criteria := map[string]any{"success": "The agent tells the customer that order A-1 has shipped.",
@@ -141,7 +144,7 @@ func testEvaluations(t *testing.T, e engine) {
 		t.Fatalf("run %s", run)
 	}
 	w.fails(t, 409, fault.CodeEvaluationRunActive, req{method: "POST", path: "/v1/agents/" + other + "/evaluation-runs", key: kLive})
-	runEvaluationWorker(t, w)
+	stopWorker := runEvaluationWorker(t, w)
 	r1 := waitRun(t, w, run.Str("id"))
 	res := r1.JSON["results"].([]any)[0].(map[string]any)
 	tot := r1.JSON["totals"].(map[string]any)
@@ -170,6 +173,45 @@ func testEvaluations(t *testing.T, e engine) {
 		t.Fatalf("criteria %v", res["criteria"])
 	}
 
+	// Pinned to the published version that calls the tool (an extension of the operation):
+	// it passes while the current definition (version 2's prompt) fails. A version never
+	// published: 404.
+	w.fails(t, 404, fault.CodeVersionNotFound, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs?version=99", key: kLive})
+	w.fails(t, 422, fault.CodeInvalidParameter, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs?version=0", key: kLive})
+	script.Add(
+		fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "lookup_order", Args: json.RawMessage(`{"order_id":"A-1"}`)}}},
+		fakes.ScriptTurn{Text: "Your order A-1 has shipped."},
+		verdictTurn(true),
+	)
+	pinned := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs?version=" + fmt.Sprint(toolVersion), key: kLive})
+	if pinned.JSON["agent_version"] != float64(toolVersion) {
+		t.Fatalf("pinned run %s", pinned)
+	}
+	rp := waitRun(t, w, pinned.Str("id"))
+	res = rp.JSON["results"].([]any)[0].(map[string]any)
+	if rp.Str("status") != "finished" || res["status"] != "pass" || rp.JSON["agent_version"] != float64(toolVersion) {
+		t.Fatalf("pinned to version %d: %s", toolVersion, rp)
+	}
+	if r2.JSON["agent_version"] != nil {
+		t.Fatalf("an unpinned run names no version: %s", r2)
+	}
+
+	// Each run sent its end once, as evaluation_run.finished, with its totals.
+	for _, r := range []*resp{r1, r2, rp} {
+		evs := runEvents(t, w, r.Str("id"))
+		if len(evs) != 1 || evs[0].Type != "evaluation_run.finished" {
+			t.Fatalf("events of run %s: %+v", r.Str("id"), evs)
+		}
+		var d map[string]any
+		_ = json.Unmarshal(evs[0].Data, &d)
+		if d["status"] != "finished" || d["reason"] != nil || d["totals"].(map[string]any)["evaluations"] != float64(1) || string(evs[0].AgentID) != agent {
+			t.Fatalf("event data %s", evs[0].Data)
+		}
+		if r == rp && d["agent_version"] != float64(toolVersion) {
+			t.Fatalf("pinned event data %s", evs[0].Data)
+		}
+	}
+
 	// A judge whose answer does not fit the schema twice: error, with the reason.
 	bad := fakes.ScriptTurn{ToolCalls: []fakes.ScriptToolCall{{Name: "record_verdict", Args: json.RawMessage(`{"success": "yes"}`)}}}
 	script.Add(fakes.ScriptTurn{Text: "Shipped."}, bad, bad)
@@ -179,10 +221,77 @@ func testEvaluations(t *testing.T, e engine) {
 	if res["status"] != "error" || res["reason"] == nil || r3.JSON["totals"].(map[string]any)["errors"] != float64(1) {
 		t.Fatalf("judge error: %s", r3)
 	}
+	// A run whose job died (its attempts used up): the reaper fails it, with one
+	// evaluation_run.failed event.
+	stopWorker() // before the run, so that no worker claims its job
+	run4 := w.must(t, http.StatusAccepted, req{method: "POST", path: "/v1/agents/" + agent + "/evaluation-runs", key: kLive}).Str("id")
+	killRunJob(t, w, run4)
+	if n, err := w.api.Evaluations.ReapOrphaned(t.Context()); err != nil || n != 0 {
+		t.Fatalf("reaped %d (%v) at once: a run under a minute old is left alone", n, err)
+	}
+	w.api.Evaluations.Now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if n, err := w.api.Evaluations.ReapOrphaned(t.Context()); err != nil || n != 1 {
+		t.Fatalf("reaped %d (%v), want 1", n, err)
+	}
+	if n, _ := w.api.Evaluations.ReapOrphaned(t.Context()); n != 0 {
+		t.Fatalf("reaped again: %d", n)
+	}
+	w.api.Evaluations.Now = nil
+	r4 := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/evaluation-runs/" + run4, key: kLive})
+	evs := runEvents(t, w, run4)
+	if r4.Str("status") != "failed" || r4.JSON["reason"] == nil || len(evs) != 1 || evs[0].Type != "evaluation_run.failed" {
+		t.Fatalf("reaped run %s, events %+v", r4, evs)
+	}
+	var fd map[string]any
+	_ = json.Unmarshal(evs[0].Data, &fd)
+	if why, _ := fd["reason"].(string); fd["status"] != "failed" || !strings.Contains(why, "interrupted") || fd["run_id"] != run4 {
+		t.Fatalf("failed event data %s", evs[0].Data)
+	}
+
 	// Charged as testing.
 	txs := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/billing/transactions?kind=testing", key: kLive})
 	if len(txs.JSON["data"].([]any)) == 0 {
 		t.Fatalf("no testing charge: %s", txs)
+	}
+}
+
+// runEvents returns the events of evaluation run id.
+func runEvents(t *testing.T, w *world, id string) []store.Event {
+	t.Helper()
+	es, err := w.st.ListEvents(t.Context(), w.org.ID, store.ModeLive, "", 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Event
+	for _, e := range es {
+		var d struct {
+			RunID string `json:"run_id"`
+		}
+		if strings.HasPrefix(e.Type, "evaluation_run.") && json.Unmarshal(e.Data, &d) == nil && d.RunID == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// killRunJob makes the job of run id dead, as if its last attempt had crashed.
+func killRunJob(t *testing.T, w *world, id string) {
+	t.Helper()
+	ctx := t.Context()
+	js, err := w.st.ClaimJobs(ctx, store.ClaimJobs{Owner: "killer", Kinds: []string{store.EvaluationRunKind}, Now: time.Now(), Lease: time.Minute, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		if j.DedupeKey != id {
+			t.Fatalf("claimed another run's job %+v", j)
+		}
+		if _, err := w.st.FailJob(ctx, j.Lease(), "killed by the test", time.Now(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(js) != 1 {
+		t.Fatalf("claimed %d jobs", len(js))
 	}
 }
 

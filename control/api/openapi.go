@@ -168,6 +168,9 @@ func operationObject(op *operation) map[string]any {
 		if p.Description != "" {
 			po["description"] = p.Description
 		}
+		if p.Extension {
+			po["x-extension"] = true
+		}
 		params = append(params, po)
 	}
 	if op.Idempotency != idemNone {

@@ -45,6 +45,7 @@ type param struct {
 	Min, Max    int  // integers: bounds when Max > 0
 	Default     any
 	Description string
+	Extension   bool // Parley's addition to an operation of the specification (x-extension)
 }
 
 // operation is one operation of the interface: how it is routed, what it needs, what it takes

@@ -19,9 +19,10 @@ func evaluationOperations() []*operation {
 			Description: "No body. Queued (202): read the run with GET /v1/evaluation-runs/{run_id} until its status is finished (or failed, with a reason). " +
 				"Each saved conversation is rehearsed against the agent as it is now, in text mode through the engine that serves chats; tool calls are answered by the saved mocks and never reach real systems. " +
 				"The agent's LLM judges each against a fixed rubric (structured output checked against a schema, asked once more, then the evaluation is an error); expected tool calls are checked without the LLM. " +
-				"Charged as testing. 402 when the credit is used up; 409 while saved conversations are already being rehearsed in this organization, or when the project is frozen.",
+				"Charged as testing. 402 when the credit is used up; 409 while saved conversations are already being rehearsed in this organization, or when the project is frozen. " +
+				"Parley's extension (x-extension): the query parameter version pins a published version to rehearse. The run's end is the event evaluation_run.finished or evaluation_run.failed.",
 			Permission: "evaluations:run", Changes: true,
-			Codes:  []string{fault.CodeAgentNotFound, fault.CodeCreditExhausted, fault.CodeEvaluationRunActive, fault.CodeProjectFrozen},
+			Codes:  []string{fault.CodeAgentNotFound, fault.CodeVersionNotFound, fault.CodeCreditExhausted, fault.CodeEvaluationRunActive, fault.CodeProjectFrozen},
 			Status: http.StatusAccepted,
 		}, (*API).runEvaluations),
 		typed(operation{
@@ -58,12 +59,13 @@ func evaluationOperations() []*operation {
 	}
 }
 
-type agentPathIn struct {
+type runEvaluationsIn struct {
 	AgentID string `path:"agent_id" format:"uuid" doc:"The agent."`
+	Version int    `query:"version" min:"1" max:"1000000" extension:"true" doc:"Parley's extension: rehearse this published version instead of the current definition (404 version_not_found when the agent never published it). Left out: the current definition."`
 }
 
-func (a *API) runEvaluations(ctx context.Context, c *call, in *agentPathIn) (*evaluations.EvaluationRun, error) {
-	r, err := a.Evaluations.Run(ctx, c.actor(ctx), in.AgentID)
+func (a *API) runEvaluations(ctx context.Context, c *call, in *runEvaluationsIn) (*evaluations.EvaluationRun, error) {
+	r, err := a.Evaluations.Run(ctx, c.actor(ctx), in.AgentID, evaluations.RunOptions{Version: in.Version})
 	return &r, err
 }
 

@@ -163,6 +163,7 @@ func paramFromField(opID string, f reflect.StructField) param {
 	if e := f.Tag.Get("enum"); e != "" {
 		p.Enum = strings.Split(e, ",")
 	}
+	p.Extension = f.Tag.Get("extension") == "true"
 	p.Min, _ = strconv.Atoi(f.Tag.Get("min"))
 	p.Max, _ = strconv.Atoi(f.Tag.Get("max"))
 	if d := f.Tag.Get("default"); d != "" {

@@ -29,6 +29,18 @@ type Rehearsal struct {
 	Variables    map[string]any
 	Turns        []string                     // the user's messages, in order
 	Mocks        map[string][]json.RawMessage // results by tool name, used in order; the last repeats
+	// Voice rehearses through the audio path (rehearse_voice.go): each turn is spoken with
+	// espeak-ng into the engine, heard by the agent's STT, and the replies are synthesized by
+	// its TTS, with turn-taking, endpointing and barge-in as in a call.
+	Voice bool
+	// DTMF are the keys pressed at each turn in a voice rehearsal (parallel to Turns; a turn
+	// with keys and no text presses them instead of speaking).
+	DTMF []string
+	// BargeIn marks the voice turns spoken while the agent is still answering the turn before
+	// (parallel to Turns).
+	BargeIn []bool
+	// Simulation, when set, replaces Turns: an LLM plays the user (simulate_user.go).
+	Simulation *Simulation
 }
 
 // RehearsedCall is one tool call the agent made in a rehearsal.
@@ -143,6 +155,22 @@ func (rt *Runtime) Rehearse(ctx context.Context, r Rehearsal) (RehearsalResult, 
 		}
 		o.Agent.Tools = append(o.Agent.Tools, specs...)
 	}
+	var out RehearsalResult
+	next := scriptedTurns(r.Turns)
+	if r.Simulation != nil {
+		next = rt.simulatedUser(r.Simulation, client, a.LLMModel, &out)
+	}
+	if r.Voice {
+		sttName, ttsName := provider(def.Agent.STT.Provider, rt.o.DefaultSTT), provider(def.Agent.TTS.Provider, rt.o.DefaultTTS)
+		o.Vendors = session.Vendors{LLM: strings.ToLower(llmName), STT: strings.ToLower(sttName), TTS: strings.ToLower(ttsName)}
+		if o.STT, err = provs.STT(sttName); err != nil {
+			return RehearsalResult{}, fmt.Errorf("%w: %v", ErrProvider, err)
+		}
+		if o.TTS, err = provs.TTS(ttsName); err != nil {
+			return RehearsalResult{}, fmt.Errorf("%w: %v", ErrProvider, err)
+		}
+		return rt.rehearseVoice(ctx, r, o, runner, next, &out)
+	}
 	sess, err := session.New(o)
 	if err != nil {
 		return RehearsalResult{}, err
@@ -151,8 +179,14 @@ func (rt *Runtime) Rehearse(ctx context.Context, r Rehearsal) (RehearsalResult, 
 		return RehearsalResult{}, err
 	}
 	defer sess.End(session.EndAPI)
-	var out RehearsalResult
-	for _, text := range r.Turns {
+	for i := 0; ; i++ {
+		text, more, err := next(ctx, i, sess.Transcript())
+		if err != nil {
+			return RehearsalResult{}, err
+		}
+		if !more {
+			break
+		}
 		t, err := sess.Send(ctx, text, nil, nil)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -165,9 +199,30 @@ func (rt *Runtime) Rehearse(ctx context.Context, r Rehearsal) (RehearsalResult, 
 			break
 		}
 	}
+	rt.rehearsalOutcome(sess, runner, store.ChannelChat, &out)
+	return out, nil
+}
+
+// nextTurn gives the user's turn i of a rehearsal, seeing the transcript so far; more is
+// false when the user has nothing more to say.
+type nextTurn func(ctx context.Context, i int, lines []session.Line) (text string, more bool, err error)
+
+// scriptedTurns gives the saved turns in order.
+func scriptedTurns(turns []string) nextTurn {
+	return func(_ context.Context, i int, _ []session.Line) (string, bool, error) {
+		if i >= len(turns) {
+			return "", false, nil
+		}
+		return turns[i], true, nil
+	}
+}
+
+// rehearsalOutcome fills out with the engine's transcript, its cost (priced as channel, added
+// to what out already holds: a simulated user's tokens) and the tool calls.
+func (rt *Runtime) rehearsalOutcome(sess *session.Conversation, runner *mockRunner, channel string, out *RehearsalResult) {
 	out.Lines = sess.Transcript()
 	out.Cost = sess.Cost()
-	out.CostMicros = rt.pricing.Micros(store.ChannelChat, out.Cost)
+	out.CostMicros += rt.pricing.Micros(channel, out.Cost)
 	runner.mu.Lock()
 	out.ToolCalls = append(out.ToolCalls, runner.calls...)
 	runner.mu.Unlock()
@@ -177,7 +232,6 @@ func (rt *Runtime) Rehearse(ctx context.Context, r Rehearsal) (RehearsalResult, 
 			out.ToolCalls = append(out.ToolCalls, RehearsedCall{Name: name, Arguments: json.RawMessage(`{}`), Result: ""})
 		}
 	}
-	return out, nil
 }
 
 func (m *mockRunner) called(name string) bool {

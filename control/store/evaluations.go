@@ -192,6 +192,22 @@ func (r EvaluationRuns) Finish(ctx context.Context, id EvaluationRunID, status, 
 	return n == 1, nil
 }
 
+// EvalRunOrphanedReason is the reason of a run failed because its job died.
+const EvalRunOrphanedReason = "The run was interrupted too many times (its node stopped while rehearsing); start it again."
+
+// orphanedWhere picks the runs queued or running (made before $1) whose job is no longer
+// queued or running.
+const orphanedWhere = `status IN ('queued', 'running') AND created_at < $1 AND NOT EXISTS (
+	SELECT 1 FROM jobs WHERE jobs.kind = $2 AND jobs.dedupe_key = CAST(evaluation_runs.id AS TEXT) AND jobs.state IN ('queued', 'running'))`
+
+// Orphaned returns at most limit runs queued or running whose job is no longer queued or
+// running (it died, or was purged), made over a minute before at, oldest first: the runs the
+// reaper fails, one at a time, with their events.
+func (r EvaluationRuns) Orphaned(ctx context.Context, at time.Time, limit int) ([]EvaluationRun, error) {
+	return list(ctx, r.q, "list orphaned evaluation runs", `SELECT `+evalRunCols+` FROM evaluation_runs WHERE `+orphanedWhere+` ORDER BY id LIMIT $3`,
+		[]any{ts(at.Add(-time.Minute)), EvaluationRunKind, limit}, scanEvalRun)
+}
+
 // FailOrphaned stores as failed the runs queued or running whose job is no longer queued or
 // running (it died: its attempts were used up by crashes, or it was purged), so that no run
 // stays running. It returns how many it failed.

@@ -52,6 +52,9 @@ const MaxPerRun = 500
 type Turn struct {
 	Text string `json:"text,omitempty" doc:"What the user says." jsonschema:"maxLength=4000"`
 	DTMF string `json:"dtmf,omitempty" doc:"Keys the user presses (in text mode: told to the agent as a message)." jsonschema:"pattern=^[0-9*#A-D]+$"`
+	// BargeIn: in a voice rehearsal, the turn is spoken while the agent is still answering the
+	// turn before (the engine's barge-in cuts it off, as a caller would).
+	BargeIn bool `json:"barge_in,omitempty" doc:"Voice rehearsals: say this turn while the agent is still answering the one before, cutting it off (barge-in). Ignored in text mode and on the first turn."`
 }
 
 // ExpectedToolCall is a tool call the agent must make.
@@ -68,6 +71,17 @@ type Criteria struct {
 	MustNot           []string           `json:"must_not,omitempty" doc:"Things that must not happen, each judged by the LLM." jsonschema:"maxItems=20"`
 }
 
+// Simulation is the third form of a saved conversation: an LLM plays the user from a persona
+// and a goal, for at most max_turns turns.
+type Simulation struct {
+	Persona  string `json:"persona" doc:"Who the simulated user is (the LLM plays them)." jsonschema:"minLength=1,maxLength=2000"`
+	Goal     string `json:"goal" doc:"What the simulated user wants from the agent; it stops once it is reached." jsonschema:"minLength=1,maxLength=2000"`
+	MaxTurns int    `json:"max_turns,omitempty" doc:"At most this many user turns (default 10)." jsonschema:"minimum=1,maximum=30"`
+}
+
+// DefaultSimulatedTurns is a simulation's max_turns when left out.
+const DefaultSimulatedTurns = 10
+
 // EvaluationCreate is the body of POST /v1/agents/{agent_id}/evaluations.
 type EvaluationCreate struct {
 	Name           string                       `json:"name,omitempty" jsonschema:"maxLength=200"`
@@ -78,6 +92,7 @@ type EvaluationCreate struct {
 	Variables      json.RawMessage              `json:"variables,omitempty" doc:"Values of the agent's prompt variables (an object)." jsonschema:"type=object"`
 	Language       string                       `json:"language,omitempty" doc:"The language version to rehearse; the agent's own when left out." jsonschema:"maxLength=35"`
 	Channel        string                       `json:"channel,omitempty" doc:"chat (default) or voice: a voice run speaks the turns." jsonschema:"enum=chat,enum=voice"`
+	Simulation     *Simulation                  `json:"simulation,omitempty" doc:"Instead of turns: an LLM plays the user from a persona and a goal, for at most max_turns turns." jsonschema:"nullable"`
 }
 
 // SchemaDoc describes the body.
@@ -89,6 +104,8 @@ func (EvaluationCreate) SchemaDoc() string {
 type SavedLine struct {
 	Role string `json:"role" jsonschema:"enum=user,enum=agent,enum=tool"`
 	Text string `json:"text"`
+	// Interrupted: an agent line the user cut off (voice); Text is what was played.
+	Interrupted bool `json:"interrupted,omitempty" doc:"An agent line the user cut off (a voice rehearsal): text is what was played before."`
 }
 
 // SavedCall is a tool call of the saved conversation.
@@ -107,6 +124,7 @@ type spec struct {
 	Channel    string                       `json:"channel"`
 	Transcript []SavedLine                  `json:"transcript"`
 	ToolCalls  []SavedCall                  `json:"tool_calls"`
+	Simulation *Simulation                  `json:"simulation,omitempty"`
 }
 
 // Evaluation is a saved conversation of an agent.
@@ -124,6 +142,7 @@ type Evaluation struct {
 	Language       string                       `json:"language"`
 	Channel        string                       `json:"channel" jsonschema:"enum=chat,enum=voice"`
 	Transcript     []SavedLine                  `json:"transcript" doc:"The saved conversation's transcript (empty when written by hand)."`
+	Simulation     *Simulation                  `json:"simulation" doc:"The simulated user, for the third form (null otherwise)." jsonschema:"nullable"`
 	CreatedAt      app.Time                     `json:"created_at"`
 }
 
@@ -137,7 +156,7 @@ func view(e store.Evaluation) Evaluation {
 	_ = json.Unmarshal(e.Spec, &sp)
 	out := Evaluation{Object: "evaluation", ID: string(e.ID), ProjectID: string(e.ProjectID), AgentID: string(e.AgentID), Name: e.Name,
 		Turns: orEmpty(sp.Turns), Mocks: sp.Mocks, Criteria: sp.Criteria, Variables: sp.Variables, Language: sp.Language, Channel: sp.Channel,
-		Transcript: orEmpty(sp.Transcript), CreatedAt: app.T(e.CreatedAt)}
+		Transcript: orEmpty(sp.Transcript), Simulation: sp.Simulation, CreatedAt: app.T(e.CreatedAt)}
 	if out.Mocks == nil {
 		out.Mocks = map[string][]json.RawMessage{}
 	}
@@ -215,7 +234,19 @@ func (s *Service) List(ctx context.Context, act app.Actor, agentID string, pg st
 
 // Create saves a conversation of the agent.
 func (s *Service) Create(ctx context.Context, act app.Actor, agentID string, in EvaluationCreate) (Evaluation, error) {
-	sp := spec{Turns: in.Turns, Mocks: in.Mocks, Criteria: in.Criteria, Variables: in.Variables, Language: in.Language, Channel: in.Channel}
+	sp := spec{Turns: in.Turns, Mocks: in.Mocks, Criteria: in.Criteria, Variables: in.Variables, Language: in.Language, Channel: in.Channel, Simulation: in.Simulation}
+	if sim := sp.Simulation; sim != nil {
+		if len(sp.Turns) > 0 || (in.ConversationID != nil && *in.ConversationID != "") {
+			return Evaluation{}, fault.Invalid(fault.CodeValidationFailed, []fault.FieldError{{Pointer: "/simulation", Code: "oneOf",
+				Detail: "A simulated user says its own turns: give simulation, or turns or conversation_id, not both."}})
+		}
+		if strings.TrimSpace(sim.Persona) == "" || strings.TrimSpace(sim.Goal) == "" {
+			return Evaluation{}, fault.Invalid(fault.CodeValidationFailed, []fault.FieldError{{Pointer: "/simulation", Code: "required", Detail: "A simulation has a persona and a goal."}})
+		}
+		if sim.MaxTurns == 0 {
+			sim.MaxTurns = DefaultSimulatedTurns
+		}
+	}
 	if sp.Channel == "" {
 		sp.Channel = ChannelChat
 	}
@@ -262,8 +293,8 @@ func (s *Service) Create(ctx context.Context, act app.Actor, agentID string, in 
 			}
 			convID = c.ID
 		}
-		if len(sp.Turns) == 0 {
-			return Evaluation{}, fault.E(fault.CodeEvaluationEmpty, "The saved conversation has no user turn: give conversation_id or turns.")
+		if len(sp.Turns) == 0 && sp.Simulation == nil {
+			return Evaluation{}, fault.E(fault.CodeEvaluationEmpty, "The saved conversation has no user turn: give conversation_id, turns or simulation.")
 		}
 		if err := s.checkMocks(ctx, a, sp.Mocks); err != nil {
 			return Evaluation{}, err

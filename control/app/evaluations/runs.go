@@ -119,9 +119,20 @@ type runPayload struct {
 	RunID store.EvaluationRunID `json:"run_id"`
 }
 
+// RunOptions are the choices of a run (Parley's extension of the operation, which the
+// specification gives no body).
+type RunOptions struct {
+	// Version pins the published version to rehearse; 0 rehearses the current definition.
+	Version int
+}
+
 // Run queues a run of every saved conversation of the agent: 402 when the credit is used up,
-// 409 while another run of the organization is queued or running, or the project is frozen.
-func (s *Service) Run(ctx context.Context, act app.Actor, agentID string) (EvaluationRun, error) {
+// 404 for a pinned version the agent never published, 409 while another run of the
+// organization is queued or running, or the project is frozen.
+func (s *Service) Run(ctx context.Context, act app.Actor, agentID string, o RunOptions) (EvaluationRun, error) {
+	if o.Version < 0 {
+		return EvaluationRun{}, fault.Invalid(fault.CodeInvalidParameter, []fault.FieldError{{Pointer: "version", Code: "minimum", Detail: "A version is 1 or more."}})
+	}
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (EvaluationRun, error) {
 		a, err := agentOf(ctx, tx.Queries, act, agentID)
 		if err != nil {
@@ -129,6 +140,14 @@ func (s *Service) Run(ctx context.Context, act app.Actor, agentID string) (Evalu
 		}
 		if err := app.WritableProject(ctx, tx.Queries, act, a.ProjectID); err != nil {
 			return EvaluationRun{}, err
+		}
+		if o.Version > 0 {
+			if _, err := tx.SystemAgents().Version(ctx, a.ID, o.Version); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return EvaluationRun{}, fault.E(fault.CodeVersionNotFound, "The agent %s has no published version %d.", a.ID, o.Version)
+				}
+				return EvaluationRun{}, err
+			}
 		}
 		if act.Live() {
 			if err := billing.CheckCanSpend(ctx, tx.Queries, a.OrgID, s.now()); err != nil {
@@ -139,7 +158,7 @@ func (s *Service) Run(ctx context.Context, act app.Actor, agentID string) (Evalu
 		if !act.Live() {
 			mode = store.ModeTest
 		}
-		r, err := tx.EvaluationRuns().Create(ctx, store.EvaluationRun{OrgID: a.OrgID, ProjectID: a.ProjectID, AgentID: a.ID, Mode: mode})
+		r, err := tx.EvaluationRuns().Create(ctx, store.EvaluationRun{OrgID: a.OrgID, ProjectID: a.ProjectID, AgentID: a.ID, AgentVersion: o.Version, Mode: mode})
 		if errors.Is(err, store.ErrConflict) {
 			return EvaluationRun{}, fault.E(fault.CodeEvaluationRunActive, "Saved conversations are already being rehearsed in this organization; wait until that run has finished.")
 		}
@@ -150,7 +169,7 @@ func (s *Service) Run(ctx context.Context, act app.Actor, agentID string) (Evalu
 		if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: store.EvaluationRunKind, Payload: b, MaxAttempts: 3, DedupeKey: string(r.ID)}); err != nil {
 			return EvaluationRun{}, err
 		}
-		if err := au.Record("evaluation_run.queued", "evaluation_run", string(r.ID), a.ProjectID, map[string]any{"agent_id": a.ID}); err != nil {
+		if err := au.Record("evaluation_run.queued", "evaluation_run", string(r.ID), a.ProjectID, map[string]any{"agent_id": a.ID, "agent_version": o.Version}); err != nil {
 			return EvaluationRun{}, err
 		}
 		return runView(r), nil
@@ -205,9 +224,15 @@ func (s *Service) finish(ctx context.Context, j Completer, run store.EvaluationR
 	rb, _ := json.Marshal(results)
 	tb, _ := json.Marshal(totals)
 	return s.Store.Tx(ctx, func(tx *store.Tx) error {
-		ok, err := tx.EvaluationRuns().Finish(ctx, run.ID, status, reason, rb, tb, s.now())
+		at := s.now()
+		ok, err := tx.EvaluationRuns().Finish(ctx, run.ID, status, reason, rb, tb, at)
 		if err != nil {
 			return err
+		}
+		if ok {
+			if err := runEvent(ctx, tx, run, status, reason, totals, at); err != nil {
+				return err
+			}
 		}
 		if ok && micros > 0 && run.Mode == store.ModeLive {
 			if _, _, err := tx.Credit().Record(ctx, store.CreditEntry{OrgID: run.OrgID, Kind: store.CreditTesting, AmountMicros: -micros,
@@ -219,14 +244,34 @@ func (s *Service) finish(ctx context.Context, j Completer, run store.EvaluationR
 	})
 }
 
-// FailStale stores as failed a run whose job is dead (its attempts used up by crashes).
-func (s *Service) FailStale(ctx context.Context, raw json.RawMessage, reason string) error {
-	var p runPayload
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil
+// ReapOrphaned stores as failed the runs queued or running whose job is dead (its attempts
+// used up by crashes) or gone, each with its evaluation_run.failed event, so that no run stays
+// running. It returns how many it failed.
+func (s *Service) ReapOrphaned(ctx context.Context) (int, error) {
+	runs, err := s.Store.EvaluationRuns().Orphaned(ctx, s.now(), 100)
+	if err != nil {
+		return 0, err
 	}
-	_, err := s.Store.EvaluationRuns().Finish(ctx, p.RunID, store.EvalRunFailed, reason, json.RawMessage(`[]`), json.RawMessage(`{}`), s.now())
-	return err
+	n := 0
+	for _, run := range runs {
+		failed := false
+		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+			at := s.now()
+			ok, err := tx.EvaluationRuns().Finish(ctx, run.ID, store.EvalRunFailed, store.EvalRunOrphanedReason, json.RawMessage(`[]`), json.RawMessage(`{}`), at)
+			if err != nil || !ok { // ended meanwhile: its end sent its own event
+				return err
+			}
+			failed = true
+			return runEvent(ctx, tx, run, store.EvalRunFailed, store.EvalRunOrphanedReason, Totals{}, at)
+		})
+		if err != nil {
+			return n, err
+		}
+		if failed {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // rehearseAll rehearses and judges the run's saved conversations, at most Concurrency at once.
@@ -300,22 +345,33 @@ func (s *Service) one(ctx context.Context, run store.EvaluationRun, e store.Eval
 	}
 	vars := map[string]any{}
 	_ = json.Unmarshal(sp.Variables, &vars)
+	voice := sp.Channel == ChannelVoice
 	turns := make([]string, 0, len(sp.Turns))
+	var keys []string
+	var barge []bool
 	for _, t := range sp.Turns {
-		if t.DTMF != "" && t.Text == "" {
+		switch {
+		case voice: // spoken, and the keys pressed, as a caller would
+			turns, keys, barge = append(turns, t.Text), append(keys, t.DTMF), append(barge, t.BargeIn)
+		case t.DTMF != "" && t.Text == "":
 			turns = append(turns, "(The caller pressed the keys "+t.DTMF+".)")
-			continue
+		default:
+			turns = append(turns, t.Text)
 		}
-		turns = append(turns, t.Text)
 	}
-	out, err := s.Engine.Rehearse(ctx, runtime.Rehearsal{OrgID: run.OrgID, ProjectID: run.ProjectID, AgentID: run.AgentID, AgentVersion: run.AgentVersion,
-		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks})
+	rh := runtime.Rehearsal{OrgID: run.OrgID, ProjectID: run.ProjectID, AgentID: run.AgentID, AgentVersion: run.AgentVersion,
+		Mode: run.Mode, Language: sp.Language, Variables: vars, Turns: turns, Mocks: sp.Mocks, Voice: voice, DTMF: keys, BargeIn: barge}
+	if sim := sp.Simulation; sim != nil {
+		rh.Turns, rh.DTMF, rh.BargeIn = nil, nil, nil
+		rh.Simulation = &runtime.Simulation{Persona: sim.Persona, Goal: sim.Goal, MaxTurns: sim.MaxTurns}
+	}
+	out, err := s.Engine.Rehearse(ctx, rh)
 	if err != nil {
 		return fail("The rehearsal failed: "+err.Error(), 0)
 	}
 	micros := out.CostMicros
 	for _, l := range out.Lines {
-		res.Transcript = append(res.Transcript, SavedLine{Role: string(l.Role), Text: l.Text})
+		res.Transcript = append(res.Transcript, SavedLine{Role: string(l.Role), Text: l.Text, Interrupted: l.Interrupted})
 	}
 	for _, c := range out.ToolCalls {
 		res.ToolCalls = append(res.ToolCalls, ToolCall{Name: c.Name, Arguments: c.Arguments, Result: c.Result})

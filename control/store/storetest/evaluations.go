@@ -91,6 +91,13 @@ func testEvaluationRuns(t *testing.T, open Opener) {
 	if _, _, err := w.s.EnqueueJob(ctx, store.NewJob{Kind: store.EvaluationRunKind, DedupeKey: string(kept.ID)}); err != nil {
 		t.Fatal(err)
 	}
+	orphans := must[[]store.EvaluationRun](t, "orphaned")(r.Orphaned(ctx, time.Now().Add(2*time.Minute), 10))
+	if len(orphans) != 1 || orphans[0].ID == kept.ID || orphans[0].Status == store.EvalRunFinished {
+		t.Fatalf("orphaned %+v, want the other organization's run only", orphans)
+	}
+	if again := must[[]store.EvaluationRun](t, "orphaned now")(r.Orphaned(ctx, time.Now(), 10)); len(again) != 0 {
+		t.Fatalf("a run made under a minute ago is not an orphan yet: %+v", again)
+	}
 	if n := must[int64](t, "reap")(r.FailOrphaned(ctx, time.Now().Add(2*time.Minute))); n != 1 { // the other organization's run has no job
 		t.Fatalf("reaped %d, want 1", n)
 	}
