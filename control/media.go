@@ -49,6 +49,7 @@ func (n *Node) startMedia(masterKey []byte) error {
 	svc, err := webrtc.NewService(webrtc.Options{UDPHost: udpHost,
 		BaseURL: n.cfg.BaseURL, UDPPort: n.cfg.WebRTCUDPPort, PublicIP: n.cfg.PublicIP,
 		Secret: webrtc.DeriveSecret(masterKey), Log: n.log, OpusComplexity: n.cfg.OpusComplexity,
+		OpusApplication: n.cfg.OpusApplication,
 	})
 	if err != nil {
 		return fmt.Errorf("webrtc on UDP port %d (PARLEY_WEBRTC_UDP_PORT): %w", n.cfg.WebRTCUDPPort, err)

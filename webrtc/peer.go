@@ -411,7 +411,7 @@ func (p *peer) addAgentTrack() error {
 	if err != nil {
 		return err
 	}
-	s, err := newAudioSender(audioSenderOptions{Codec: p.codec, Track: t, OpusBitrate: p.svc.opts.OpusBitrate, OpusRate: p.svc.opts.OpusEncodeRate, OpusComplexity: p.svc.opts.OpusComplexity})
+	s, err := newAudioSender(audioSenderOptions{Codec: p.codec, Track: t, OpusBitrate: p.svc.opts.OpusBitrate, OpusRate: p.svc.opts.OpusEncodeRate, OpusComplexity: p.svc.opts.OpusComplexity, OpusApplication: p.svc.opts.OpusApplication})
 	if err != nil {
 		return err
 	}
