@@ -71,12 +71,13 @@ type audioReceiver struct {
 	forward  func(*rtp.Packet) // SFU listeners of this track; must not keep the packet
 	stats    receptionStats
 	now      func() time.Duration // the monotonic media clock
+	late     time.Duration        // playoutLate, plus the socket's read period when reads are batched
 	started  bool                 // a packet arrived: the schedule runs
 	next     time.Duration        // when the next frame is due
 	closed   bool
 	closeErr error
 
-	due         atomic.Int64 // next + playoutLate once started, for the clock's lock-free check
+	due         atomic.Int64 // next + late once started, for the clock's lock-free check
 	lastRTP     atomic.Int64 // arrival of the last packet on the media clock; 0 before any
 	packets     atomic.Uint64
 	frames      atomic.Uint64
@@ -106,7 +107,7 @@ func newAudioReceiverClock(c Codec, pt uint8, deliver func(*media.Frame), now fu
 	if err != nil {
 		return nil, err
 	}
-	r := &audioReceiver{rx: rx, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now}
+	r := &audioReceiver{rx: rx, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now, late: playoutLate}
 	r.due.Store(math.MaxInt64)
 	return r, nil
 }
@@ -128,7 +129,7 @@ func (r *audioReceiver) Tick() {
 	if r.started && !r.closed {
 		r.playLocked()
 		r.next += media.FrameDuration
-		r.due.Store(int64(r.next + playoutLate))
+		r.due.Store(int64(r.next + r.late))
 	}
 }
 
@@ -145,7 +146,7 @@ func (r *audioReceiver) Receive(p *rtp.Packet, at time.Duration) {
 	if at-r.next > playoutMaxLag {
 		r.next = at // stalled for long: start again from now rather than burst
 	}
-	for r.next+playoutLate <= at {
+	for r.next+r.late <= at {
 		r.playLocked()
 		r.next += media.FrameDuration
 	}
@@ -155,7 +156,7 @@ func (r *audioReceiver) Receive(p *rtp.Packet, at time.Duration) {
 		r.next += media.FrameDuration
 	}
 	r.next += min(max(offset/playoutGain, -playoutMaxStep), playoutMaxStep)
-	r.due.Store(int64(r.next + playoutLate))
+	r.due.Store(int64(r.next + r.late))
 }
 
 // catchUp produces the frames overdue at now by playoutLate or more (the playout clock's path).
@@ -165,15 +166,15 @@ func (r *audioReceiver) catchUp(now time.Duration) {
 	if r.closed || !r.started {
 		return
 	}
-	if now-r.next > playoutMaxLag+playoutLate {
-		r.next = now - playoutLate // this goroutine was held up: one frame now, not a burst
+	if now-r.next > playoutMaxLag+r.late {
+		r.next = now - r.late // this goroutine was held up: one frame now, not a burst
 	}
-	for r.next+playoutLate <= now {
+	for r.next+r.late <= now {
 		r.playLocked()
 		r.clockFrames.Add(1)
 		r.next += media.FrameDuration
 	}
-	r.due.Store(int64(r.next + playoutLate))
+	r.due.Store(int64(r.next + r.late))
 }
 
 func (r *audioReceiver) pushLocked(p *rtp.Packet, at time.Duration) {

@@ -553,6 +553,11 @@ func (p *peer) newReceiver(track *pion.TrackRemote) *audioReceiver {
 		p.log.Error("receive path", "err", err)
 		return nil
 	}
+	if p.svc.rtc.poll != nil {
+		// The socket is read once per period: a packet may reach the receiver that much later
+		// than it arrived, so its frame waits that much longer before it is concealed.
+		r.late += p.svc.opts.ReadPeriod
+	}
 	if p.role == roleCaller {
 		r.forward = p.forwardCaller
 		p.fwdMu.Lock()
