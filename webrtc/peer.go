@@ -554,9 +554,7 @@ func (p *peer) newReceiver(track *pion.TrackRemote) *audioReceiver {
 		return nil
 	}
 	if p.svc.rtc.poll != nil {
-		// The socket is read once per period: a packet may reach the receiver that much later
-		// than it arrived, so its frame waits that much longer before it is concealed.
-		r.late += p.svc.opts.ReadPeriod
+		r.batchedReads(p.svc.opts.ReadPeriod)
 	}
 	if p.role == roleCaller {
 		r.forward = p.forwardCaller

@@ -24,7 +24,8 @@ const pollBatch = 64
 // packets of a period are then handled in one burst, so the process wakes once per period
 // instead of once per packet of every call, and a burst of N datagrams costs one system call
 // instead of N (plus the poller's). The price is up to one period of added delay on the way in
-// (10 ms; the page's audio is played out by the packets' own schedule, see audioReceiver).
+// (Options.ReadPeriod; the page's audio is played out by the packets' own schedule, see
+// audioReceiver, whose wait for a late packet grows by the period).
 // Without calls it blocks in the poller as a plain socket does, so an idle node costs nothing.
 //
 // Writes go straight to the socket (embedded *net.UDPConn). Not safe for concurrent reads: the

@@ -113,7 +113,8 @@ type Config struct {
 	StartingCreditMicros             int64 // credit of the organization bootstrapped on the embedded default
 	GCPercent                        int
 	OpusComplexity                   int
-	OpusApplication                  string // issue 20: "lowdelay" (CELT only) or "voip" (SILK with FEC)
+	OpusApplication                  string        // issue 20: "lowdelay" (CELT only) or "voip" (SILK with FEC)
+	WebRTCReadPeriod                 time.Duration // issue 20: batched reads of the WebRTC socket; 0 reads each packet as it comes
 	WebCallsPerDay                   int
 	ChatIdleTimeout                  time.Duration // issue 13: a chat with no message for this long ends
 	Record                           bool
@@ -159,6 +160,7 @@ func settings() []scopedSetting {
 		{setting{"media-addr", "PARLEY_MEDIA_ADDR", "", "IP address the RTP ports and the WebRTC UDP port bind (empty: the host of --sip-addr when it names one, else every interface)", setMediaAddr}, ScopeServe},
 		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
+		{setting{"webrtc-read-period", "PARLEY_WEBRTC_READ_PERIOD", "20ms", "while web calls are up, the WebRTC UDP port is read this often, every queued packet in one recvmmsg, so the node wakes once per period instead of once per packet of every call (issue 20: the wake-ups are the largest cost of a web call after the codecs); incoming audio and handshakes wait up to one period (the playout widens its window by as much, so no frame more is concealed and the jitter buffer gets no deeper). 0 reads each packet as it arrives", setDuration(func(c *Config) *time.Duration { return &c.WebRTCReadPeriod })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
 		// issue 17: the previous master keys still accepted during a rotation.
 		{setting{"master-key-previous", "PARLEY_MASTER_KEY_PREVIOUS", "", "comma-separated previous master keys still accepted for reading during a rotation (parley admin master-key rotate); remove them once the rotation is done", setMasterKeyPrevious}, ScopeStore | ScopeServe},
