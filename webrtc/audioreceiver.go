@@ -76,8 +76,8 @@ type audioReceiver struct {
 	period   time.Duration        // the socket's read period when reads are batched, else 0
 	arriving bool                 // Receive is handling the packet that arrived at arrival
 	arrival  time.Duration
-	started  bool                 // a packet arrived: the schedule runs
-	next     time.Duration        // when the next frame is due
+	started  bool          // a packet arrived: the schedule runs
+	next     time.Duration // when the next frame is due
 	closed   bool
 	closeErr error
 
