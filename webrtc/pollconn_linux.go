@@ -36,6 +36,7 @@ type pollConn struct {
 	active func() bool
 	period time.Duration
 	closed atomic.Bool
+	tk     *time.Ticker // the reads' schedule while active (a ticker: the reads keep their phase)
 
 	// The batch: msgs[i] describes bufs[i] and names[i]; next..n are not handed out yet.
 	msgs  [pollBatch]mmsghdr
@@ -97,6 +98,10 @@ func (p *pollConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 			return 0, netip.AddrPort{}, net.ErrClosed
 		}
 		if !p.active() {
+			if p.tk != nil {
+				p.tk.Stop()
+				p.tk = nil
+			}
 			return p.UDPConn.ReadFromUDPAddrPort(b)
 		}
 		n, err := p.recv()
@@ -104,7 +109,13 @@ func (p *pollConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 			return 0, netip.AddrPort{}, err
 		}
 		if n == 0 {
-			time.Sleep(p.period) // nothing queued: the next batch is a period away
+			// Nothing queued: the next batch is at the next tick. A ticker rather than a sleep
+			// after each batch, so that handling a batch (or a late wake-up) does not push
+			// the reads later and later.
+			if p.tk == nil {
+				p.tk = time.NewTicker(p.period)
+			}
+			<-p.tk.C
 			continue
 		}
 		p.next, p.n = 0, n
@@ -161,7 +172,7 @@ func (p *pollConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	return p.UDPConn.WriteToUDPAddrPort(b, addr)
 }
 
-// Close closes the socket; a read waiting a period returns net.ErrClosed after it.
+// Close closes the socket; a read waiting for its tick returns net.ErrClosed after it.
 func (p *pollConn) Close() error {
 	p.closed.Store(true)
 	return p.UDPConn.Close()
