@@ -61,7 +61,8 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
-// receiveMTU is the largest datagram taken (pion's own receive buffers are this size).
+// receiveMTU is the largest datagram taken (pion/webrtc reads the ICE connection with buffers of
+// this size); a larger one is dropped whole rather than handed on cut.
 const receiveMTU = 1500
 
 func newPollConn(c *net.UDPConn, period time.Duration, active func() bool) (*pollConn, error) {
@@ -89,8 +90,8 @@ func (p *pollConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 			i := p.next
 			p.next++
 			from, ok := sockaddrAddrPort(&p.names[i])
-			if !ok {
-				continue // not an IP datagram: cannot be ICE
+			if !ok || p.msgs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+				continue // not an IP datagram, or larger than WebRTC takes: cannot be ICE media
 			}
 			return copy(b, p.bufs[i][:p.msgs[i].len]), from, nil
 		}

@@ -166,3 +166,26 @@ func BenchmarkPollConnRead(b *testing.B) {
 		}
 	}
 }
+
+// A datagram larger than WebRTC takes is dropped whole, not handed on cut; the next one comes.
+func TestPollConnDropsOversized(t *testing.T) {
+	sock := listenLoopback(t, "udp4")
+	p, err := newPollConn(sock, 5*time.Millisecond, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := listenLoopback(t, "udp4")
+	dst := sock.LocalAddr().(*net.UDPAddr).AddrPort()
+	if _, err := peer.WriteToUDPAddrPort(make([]byte, receiveMTU+1), dst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.WriteToUDPAddrPort([]byte("small"), dst); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	buf := make([]byte, 2*receiveMTU)
+	n, _, err := p.ReadFromAddrPort(buf)
+	if err != nil || string(buf[:n]) != "small" {
+		t.Fatalf("read %d bytes %q, %v; want the small datagram", n, buf[:min(n, 8)], err)
+	}
+}
