@@ -13,7 +13,7 @@ BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
 TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio kamailio-tls-modules chromium ffmpeg
 
-.PHONY: help deps deps-test build run test lint bench bench-e2e bench-e2e-srtp soak demo fmt clean
+.PHONY: help deps deps-test build run test lint bench bench-e2e bench-e2e-srtp bench-rate soak demo fmt clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ bench-e2e: build ## standard end-to-end benchmark: SIP and WebRTC callers agains
 # allowed over its clear UDP signalling); compare its cores per call with bench-e2e's.
 bench-e2e-srtp: build ## bench-e2e with SRTP (SDES, AES_CM_128_HMAC_SHA1_80) on every SIP call; writes bench/results/latest-srtp.{json,md,svg}
 	$(GO) run ./cmd/parley-bench --parley $(BIN)/parley --profile standard --srtp --out bench/results/latest-srtp --command "make bench-e2e-srtp"
+
+bench-rate: build ## the call-rate ceiling: SIP calls per second in steps (150 to 1000/s) until one fails; writes bench/results/rate.{json,md,svg}
+	$(GO) run ./cmd/parley-bench --parley $(BIN)/parley --profile rate --out bench/results/rate --command "make bench-rate"
 
 demo: build ## hear an agent without a vendor account: a scripted call through the real engine and the fakes, recorded to data/demo.wav
 	@scripts/apt-need espeak-ng

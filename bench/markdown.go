@@ -57,8 +57,8 @@ func (r *Report) Markdown(svgName string) string {
 		}
 	}
 	w("\n## Resources\n\n")
-	w("| scenario | kind | load | Parley cores | cores per call | peak RSS | MB per call | fakes cores | harness cores | machine busy | tick lag p99 / max, skipped | generator |\n")
-	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	w("| scenario | kind | load | Parley cores | cores per call | mid-call cores per call | setup + teardown CPU per call | peak RSS | MB per call | fakes cores | harness cores | machine busy | tick lag p99 / max, skipped | generator |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, sc := range r.Scenarios {
 		for _, st := range sc.Steps {
 			load := fmt.Sprintf("%d calls", st.Concurrency)
@@ -73,13 +73,18 @@ func (r *Report) Markdown(svgName string) string {
 			if st.MBPerCall != 0 {
 				mb = fmtSig(st.MBPerCall)
 			}
-			w("| %s | %s | %s | %s | %s | %.0f MB | %s | %s | %s | %s | %s / %s, %d | %s |\n", sc.Name, st.Kind, load, fmtSig(st.ParleyCores), fmtSig(st.CoresPerCall),
-				st.PeakRSSMB, mb, fmtSig(st.FakesCores), fmtSig(st.HarnessCores), fmtPct(st.MachineBusy), fmtMs(st.Pacer.P99), fmtMs(st.Pacer.Max), st.Pacer.Skipped, gen)
+			mid, setup := "–", "–"
+			if st.MidCallSeconds > 0 {
+				mid = fmt.Sprintf("%s (%.0f s)", fmtSig(st.MidCallCoresPerCall), st.MidCallSeconds)
+				setup = fmt.Sprintf("%.1f ms", st.SetupTeardownCPUms)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %.0f MB | %s | %s | %s | %s | %s / %s, %d | %s |\n", sc.Name, st.Kind, load, fmtSig(st.ParleyCores), fmtSig(st.CoresPerCall),
+				mid, setup, st.PeakRSSMB, mb, fmtSig(st.FakesCores), fmtSig(st.HarnessCores), fmtPct(st.MachineBusy), fmtMs(st.Pacer.P99), fmtMs(st.Pacer.Max), st.Pacer.Skipped, gen)
 		}
 	}
 	w("\n## Calls\n\n")
-	w("| scenario | kind | load | calls | failed | setup p50 | setup p95 | setup max | media connect p50 | loss | jitter p50 | verdict | failures |\n")
-	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	w("| scenario | kind | load | calls | failed | setup p50 | setup p95 | setup max | media connect p50 | packets/s per call | loss | jitter p50 | verdict | failures |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, sc := range r.Scenarios {
 		for _, st := range sc.Steps {
 			load := fmt.Sprintf("%d concurrent", st.Concurrency)
@@ -94,8 +99,12 @@ func (r *Report) Markdown(svgName string) string {
 					verdict = "**fail** " + verdict
 				}
 			}
-			w("| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", sc.Name, st.Kind, load, st.Calls, st.Failed,
-				s(st.Setup, p50), s(st.Setup, p95), s(st.Setup, mx), s(st.Connect, p50), fmtPct(st.Loss), s(st.Jitter, p50), strings.TrimSpace(verdict), fmtReasons(st.Reasons))
+			pps := "–"
+			if st.RxPacketsPerSecond > 0 {
+				pps = fmt.Sprintf("%.1f", st.RxPacketsPerSecond)
+			}
+			w("| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", sc.Name, st.Kind, load, st.Calls, st.Failed,
+				s(st.Setup, p50), s(st.Setup, p95), s(st.Setup, mx), s(st.Connect, p50), pps, fmtPct(st.Loss), s(st.Jitter, p50), strings.TrimSpace(verdict), fmtReasons(st.Reasons))
 		}
 	}
 	w("\n## Headlines\n\n")

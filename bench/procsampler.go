@@ -162,6 +162,29 @@ func (s *ProcSampler) PeakRSS(name string, from, to time.Time) int64 {
 	return peak
 }
 
+// CPUBetween returns the CPU time name used between its first sample at or after from and its
+// last sample at or before to, and the time between those two samples; false when fewer than
+// two samples (of one process) fall in the window.
+func (s *ProcSampler) CPUBetween(name string, from, to time.Time) (cpu, span time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first, last *ProcStat
+	for i := range s.samples[name] {
+		st := &s.samples[name][i]
+		if st.At.Before(from) || st.At.After(to) {
+			continue
+		}
+		if first == nil {
+			first = st
+		}
+		last = st
+	}
+	if first == nil || last == first || first.PID != last.PID {
+		return 0, 0, false
+	}
+	return last.CPU - first.CPU, last.At.Sub(first.At), true
+}
+
 // MedianRSS returns the median RSS sampled for name between from and to (0 when none).
 func (s *ProcSampler) MedianRSS(name string, from, to time.Time) int64 {
 	s.mu.Lock()

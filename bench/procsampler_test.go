@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -45,5 +46,53 @@ func TestProcSampler(t *testing.T) {
 	// Close waited for the sampling goroutine: a later sample cannot appear.
 	if s.Samples("self") != n {
 		t.Error("sampling went on after Close")
+	}
+}
+
+// The mid-call split: CPU between the first and last samples inside a window, and the step's
+// CPU divided into the steady state and setup plus teardown per call.
+func TestMidCallSplit(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := NewProcSampler(time.Second, nil)
+	// 1 s of CPU a second before t0+3s (setup), then 0.1 s a second (the calls), then 1 s
+	// more at the end (teardown).
+	cpu := time.Duration(0)
+	for i := 0; i <= 20; i++ {
+		switch {
+		case i <= 3 && i > 0, i > 17:
+			cpu += time.Second
+		case i > 3:
+			cpu += 100 * time.Millisecond
+		}
+		s.samples["parley"] = append(s.samples["parley"], ProcStat{PID: 7, At: t0.Add(time.Duration(i) * time.Second), CPU: cpu})
+	}
+	if _, _, ok := s.CPUBetween("parley", t0.Add(30*time.Second), t0.Add(40*time.Second)); ok {
+		t.Fatal("a window with no samples gave a figure")
+	}
+	got, span, ok := s.CPUBetween("parley", t0.Add(4*time.Second+time.Millisecond), t0.Add(17*time.Second))
+	if !ok || span != 12*time.Second || got != 1200*time.Millisecond {
+		t.Fatalf("CPUBetween = %v over %v, %v", got, span, ok)
+	}
+	r := &Runner{sampler: s}
+	calls := []CallResult{
+		{Answered: t0.Add(2 * time.Second), Ended: t0.Add(18 * time.Second)},
+		{Answered: t0.Add(3 * time.Second), Ended: t0.Add(17 * time.Second)},
+	}
+	res := StepResult{ParleyCPU: cpu.Seconds(), CallSeconds: 16 + 14}
+	r.midCall(&res, calls)
+	// Window: 4 s (a second after the last answer) to 17 s (the first hang-up): 1.3 s of CPU
+	// over 13 s for 2 calls, 0.05 cores per call.
+	if res.MidCallSeconds != 13 || math.Abs(res.MidCallCoresPerCall-0.05) > 1e-9 {
+		t.Fatalf("mid-call %v cores per call over %v s", res.MidCallCoresPerCall, res.MidCallSeconds)
+	}
+	// The step's 7.4 s less 0.05 × 30 call-seconds, per call: 2.95 s.
+	if want := (cpu.Seconds() - 0.05*30) * 1000 / 2; math.Abs(res.SetupTeardownCPUms-want) > 1e-6 {
+		t.Fatalf("setup and teardown %v ms per call, want %v", res.SetupTeardownCPUms, want)
+	}
+	// A call that never came up leaves no window.
+	res = StepResult{ParleyCPU: 1, CallSeconds: 10}
+	r.midCall(&res, append(calls, CallResult{}))
+	if res.MidCallSeconds != 0 || res.SetupTeardownCPUms != 0 {
+		t.Fatalf("a failed call still gave a window: %+v", res)
 	}
 }

@@ -37,16 +37,28 @@ type StepResult struct {
 
 	// Resources: Parley's CPU over the step and per call-second (cores per call), its memory
 	// growth per concurrent call, and the load generator's own use.
-	CallSeconds  float64    `json:"call_seconds"`
-	ParleyCPU    float64    `json:"parley_cpu_seconds"`
-	ParleyCores  float64    `json:"parley_cores"`
-	CoresPerCall float64    `json:"cores_per_call"`
-	PeakRSSMB    float64    `json:"parley_peak_rss_mb"`
-	MBPerCall    float64    `json:"mb_per_call"`
-	FakesCores   float64    `json:"fakes_cores"`
-	HarnessCores float64    `json:"harness_cores"`
-	MachineBusy  float64    `json:"machine_busy"`
-	Pacer        PacerStats `json:"pacer"`
+	CallSeconds  float64 `json:"call_seconds"`
+	ParleyCPU    float64 `json:"parley_cpu_seconds"`
+	ParleyCores  float64 `json:"parley_cores"`
+	CoresPerCall float64 `json:"cores_per_call"`
+	// MidCallCoresPerCall is Parley's cores per call while every call of the step was up (from
+	// a second after the last answer to the first hang-up, at least 2 s; 0 when the calls did
+	// not overlap that long): the steady state, without setup and teardown.
+	// SetupTeardownCPUms is then the rest of the step's CPU per call, in ms: signalling, ICE,
+	// DTLS, the API and the store at the start and end of each call.
+	MidCallCoresPerCall float64 `json:"mid_call_cores_per_call,omitempty"`
+	MidCallSeconds      float64 `json:"mid_call_seconds,omitempty"`
+	SetupTeardownCPUms  float64 `json:"setup_teardown_cpu_ms_per_call,omitempty"`
+	// RxPacketsPerSecond is the RTP packets the callers received per call-second: the packet
+	// rate Parley sent (33/s for 30 ms packets, 50/s for 20 ms; less while Opus DTX or silence
+	// suppression holds packets back).
+	RxPacketsPerSecond float64    `json:"rx_packets_per_call_second,omitempty"`
+	PeakRSSMB          float64    `json:"parley_peak_rss_mb"`
+	MBPerCall          float64    `json:"mb_per_call"`
+	FakesCores         float64    `json:"fakes_cores"`
+	HarnessCores       float64    `json:"harness_cores"`
+	MachineBusy        float64    `json:"machine_busy"`
+	Pacer              PacerStats `json:"pacer"`
 	// Saturated marks a step whose load generator could not keep its 20 ms clock (tick lag p99
 	// over 10 ms, or ticks skipped): its numbers are not valid.
 	Saturated bool `json:"generator_saturated"`

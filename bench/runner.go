@@ -640,6 +640,10 @@ func (r *Runner) measure(res *StepResult, calls []CallResult, s0, s1 Snapshot) {
 	if res.CallSeconds > 0 {
 		res.CoresPerCall = res.ParleyCPU / res.CallSeconds
 	}
+	if res.CallSeconds > 0 {
+		res.RxPacketsPerSecond = got / res.CallSeconds
+	}
+	r.midCall(res, calls)
 	peak := r.sampler.PeakRSS("parley", s0.At, s1.At)
 	res.PeakRSSMB = float64(peak) / (1 << 20)
 	// Memory per call is read only at a new high of concurrency: the Go heap does not give
@@ -648,6 +652,41 @@ func (r *Runner) measure(res *StepResult, calls []CallResult, s0, s1 Snapshot) {
 		res.MBPerCall = float64(peak-r.idleRSS) / (1 << 20) / float64(conc)
 		r.maxConc = conc
 	}
+}
+
+// midCallMin is the shortest window of all calls up that gives a mid-call figure.
+const midCallMin = 2 * time.Second
+
+// midCall splits the step's CPU into the steady state and setup plus teardown: Parley's cores per
+// call while every call was up (a second after the last answer, so the greetings' start and the
+// last handshakes are out, to the first hang-up), and the rest of the step's CPU per call.
+func (r *Runner) midCall(res *StepResult, calls []CallResult) {
+	var from, to time.Time
+	n := 0
+	for _, c := range calls {
+		if c.Answered.IsZero() || c.Ended.IsZero() {
+			return // a call that never came up: no window with all of them
+		}
+		if c.Answered.After(from) {
+			from = c.Answered
+		}
+		if to.IsZero() || c.Ended.Before(to) {
+			to = c.Ended
+		}
+		n++
+	}
+	from = from.Add(time.Second)
+	if n == 0 || to.Sub(from) < midCallMin {
+		return
+	}
+	cpu, span, ok := r.sampler.CPUBetween("parley", from, to)
+	if !ok || span < midCallMin {
+		return
+	}
+	res.MidCallSeconds = span.Seconds()
+	res.MidCallCoresPerCall = cpu.Seconds() / span.Seconds() / float64(n)
+	rest := res.ParleyCPU - res.MidCallCoresPerCall*res.CallSeconds
+	res.SetupTeardownCPUms = max(rest, 0) * 1000 / float64(n)
 }
 
 // profile waits after, then saves a CPU profile of Parley lasting d to path.

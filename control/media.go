@@ -50,6 +50,8 @@ func (n *Node) startMedia(masterKey []byte) error {
 	svc, err := webrtc.NewService(webrtc.Options{UDPHost: udpHost,
 		BaseURL: n.cfg.BaseURL, UDPPort: n.cfg.WebRTCUDPPort, PublicIP: n.cfg.PublicIP,
 		Secret: webrtc.DeriveSecret(masterKey), Log: n.log, OpusComplexity: n.cfg.OpusComplexity,
+		OpusApplication: n.cfg.OpusApplication,
+		ReadPeriod:      readPeriod(n.cfg.WebRTCReadPeriod),
 	})
 	if err != nil {
 		return fmt.Errorf("webrtc on UDP port %d (PARLEY_WEBRTC_UDP_PORT): %w", n.cfg.WebRTCUDPPort, err)
@@ -277,4 +279,13 @@ func (s *storeTrunks) Lookup(name string) (sip.Trunk, error) {
 		return sip.Trunk{}, errors.New("no SIP trunk is configured (parley admin trunks add)")
 	}
 	return sip.Trunk{}, fmt.Errorf("%w: %q", sip.ErrUnknownTrunk, name)
+}
+
+// readPeriod maps PARLEY_WEBRTC_READ_PERIOD to webrtc.Options.ReadPeriod: the setting's 0 reads
+// each packet as it arrives (the option's negative; its 0 is the default).
+func readPeriod(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -41,18 +41,20 @@ const (
 // at once. Nothing downstream needs a steady pace (the recognizer and the VAD take audio as it
 // comes; a bridged phone has its own jitter buffer), so the network's delay is the only one:
 // no jitter-buffer depth and no wait for a 20 ms tick are added before the engine hears the
-// caller. A goroutine (run) keeps the clock: every 20 ms it owes the sink one frame, and when
-// the packets fall more than eagerSlack frames behind it gives a concealed frame for a packet
-// known to be lost (so the ones behind it can go), or comfort noise or silence while the caller
-// sends nothing (so the VAD hears the silence). It also keeps RTP flowing with silence (or a
-// filler source such as ringback) while nobody sends audio, and watches for inactivity.
+// caller. The process's shared media clock (media.SharedClock: a few goroutines for every call,
+// no goroutine or timer per leg) ticks the leg every 20 ms (Tick): each step owes the sink one
+// frame, and when the packets fall more than eagerSlack frames behind it gives a concealed frame
+// for a packet known to be lost (so the ones behind it can go), or comfort noise or silence
+// while the caller sends nothing (so the VAD hears the silence). It also keeps RTP flowing with
+// silence (or a filler source such as ringback) while nobody sends audio, and watches for
+// inactivity.
 type legMedia struct {
 	log     *slog.Logger
 	ports   *media.PortPair
 	local   netip.AddrPort // advertised RTP address
 	timeout time.Duration  // RTP inactivity timeout; <= 0 disables
 	wg      *sync.WaitGroup
-	track   func() bool // counts run in wg, unless the owner is closing
+	track   func() bool // counts the leg's clock registration in wg, unless the owner is closing
 
 	ep      *media.RTPEndpoint
 	started atomic.Bool
@@ -73,7 +75,7 @@ type legMedia struct {
 	srtpFailed atomic.Bool
 
 	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
-	// that arrive in order, run's clock conceals and fills.
+	// that arrive in order, the clock's ticks conceal and fill.
 	rxMu      sync.Mutex
 	rx        *media.RTPReceiver
 	rxInfo    codec.Info
@@ -87,7 +89,10 @@ type legMedia struct {
 	due       uint64 // frames the clock owes the sink
 	delivered uint64 // frames given to the sink
 
-	// Owned by run.
+	// Owned by the clock's ticks (tickMu).
+	tickMu   sync.Mutex
+	unclock  func()       // removes the leg from the shared clock
+	stopped  bool         // close ran: no more ticks
 	fillF    *media.Frame // the filler's frame, made when a filler is first set
 	ticks    uint64
 	nextTick time.Time // when the next 20 ms step is due (catch-up after a late wake-up)
@@ -111,7 +116,6 @@ type legMedia struct {
 	timeoutHook  func()
 	timedOutFlag bool
 	quit         chan struct{}
-	done         chan struct{}
 	closeOnce    sync.Once
 }
 
@@ -152,12 +156,11 @@ func newLegMedia(log *slog.Logger, ports *media.PortPair, local netip.AddrPort, 
 		renego:   make(chan Negotiated, 4),
 		timedOut: make(chan struct{}),
 		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 }
 
-// start creates the RTP endpoint for the negotiated stream and starts the receive goroutine.
-// Later negotiations go through apply.
+// start creates the RTP endpoint for the negotiated stream and registers the leg with the shared
+// media clock. Later negotiations go through apply.
 func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 	if m.closed.Load() {
 		return ErrClosed
@@ -213,7 +216,7 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 	m.lastRx = time.Now()
 	m.rxMu.Unlock()
 	m.started.Store(true)
-	go m.run()
+	m.unclock = media.SharedClock().Add(m)
 	return nil
 }
 
@@ -302,7 +305,8 @@ func closeCodec(c any) {
 	}
 }
 
-// setRx (re)builds the receive chain; run calls it for renegotiations, start before run.
+// setRx (re)builds the receive chain; Tick calls it for renegotiations, start before the first
+// tick.
 func (m *legMedia) setRx(n Negotiated) error {
 	m.rxMu.Lock()
 	defer m.rxMu.Unlock()
@@ -547,29 +551,36 @@ func (m *legMedia) sendDTMF(ctx context.Context, digits string) error {
 
 var errNoRFC4733 = errors.New("sip: telephone-event not negotiated")
 
-// run is the receive goroutine.
-func (m *legMedia) run() {
-	defer m.wg.Done()
-	defer close(m.done)
-	tk := time.NewTicker(frameDur)
-	defer tk.Stop()
+// Tick is the leg's 20 ms step on the shared media clock (media.ClockTicker): it takes the
+// renegotiations queued by apply, then runs the steps due at now. It never blocks on the
+// network; after close it does nothing.
+func (m *legMedia) Tick(now time.Time) {
+	m.tickMu.Lock()
+	defer m.tickMu.Unlock()
+	if m.stopped {
+		return
+	}
 	for {
 		select {
-		case <-m.quit:
-			return
 		case n := <-m.renego:
-			if err := m.setRx(n); err != nil {
-				m.log.Warn("sip: codec change on the receive side failed", "err", err)
-			}
-			was := m.receiving.Swap(n.Receiving())
-			if !was {
-				m.rxMu.Lock()
-				m.lastRx = time.Now() // the peer resumes: give it the full timeout
-				m.rxMu.Unlock()
-			}
-		case now := <-tk.C:
-			m.tick(now)
+			m.renegotiated(n)
+			continue
+		default:
 		}
+		break
+	}
+	m.tick(now)
+}
+
+// renegotiated rebuilds the receive side for n (on the clock's tick).
+func (m *legMedia) renegotiated(n Negotiated) {
+	if err := m.setRx(n); err != nil {
+		m.log.Warn("sip: codec change on the receive side failed", "err", err)
+	}
+	if was := m.receiving.Swap(n.Receiving()); !was {
+		m.rxMu.Lock()
+		m.lastRx = time.Now() // the peer resumes: give it the full timeout
+		m.rxMu.Unlock()
 	}
 }
 
@@ -737,13 +748,18 @@ func (m *legMedia) stats() (media.RTPStats, media.RTPReceiverStats, codec.Info, 
 	return st, rs, info, errs
 }
 
-// close stops the goroutine and the endpoint (returning the ports). It is idempotent.
+// close takes the leg off the clock (waiting for a tick under way) and closes the endpoint
+// (returning the ports). It is idempotent.
 func (m *legMedia) close() {
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
 		close(m.quit)
 		if m.started.Load() {
-			<-m.done
+			m.unclock()
+			m.tickMu.Lock()
+			m.stopped = true
+			m.tickMu.Unlock()
+			m.wg.Done() // the clock's registration, counted by track in start
 			m.ep.Close()
 			if m.rx != nil {
 				m.rx.Close()

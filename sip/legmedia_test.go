@@ -259,3 +259,82 @@ func TestRTPTimestampFollowsClock(t *testing.T) {
 	}
 	t.Logf("%d packets, %d late ticks, timestamp drift %v, %d markers", len(pkts), late, drift, markers)
 }
+
+// TestLegOnSharedClock: a started leg has no clock of its own: it is ticked by the process's
+// shared media clock (one registration per leg), which keeps RTP flowing (the filler's silence,
+// as the peer hears it) and gives the sink a frame every 20 ms while the peer sends nothing; close
+// takes it off the clock, after which nothing is sent or delivered, and returns the wait group.
+func TestLegOnSharedClock(t *testing.T) {
+	rtpc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtcpc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	n := neg(codec.PCMU, 20)
+	n.Remote = peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	n.Local, n.RemoteDir = SendRecv, SendRecv
+	var wg sync.WaitGroup
+	m := newLegMedia(slog.New(slog.NewTextHandler(io.Discard, nil)), media.NewPortPair(rtpc, rtcpc), netip.AddrPort{}, time.Minute, &wg, nil)
+	var frames atomicCount
+	m.setSink(func(f *media.Frame) { frames.add() })
+	before := media.SharedClock().Len()
+	if err := m.start(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	if got := media.SharedClock().Len(); got != before+1 {
+		t.Fatalf("the shared clock has %d streams after the leg started, want %d", got, before+1)
+	}
+	// RTP flows with nothing sent by the engine or the peer: the clock's ticks send the filler.
+	buf := make([]byte, 2048)
+	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for range 10 {
+		if _, err := peer.Read(buf); err != nil {
+			t.Fatalf("no RTP from the leg's clock: %v", err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); frames.get() < 10; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames given to the sink by the clock in 5 s", frames.get())
+		}
+	}
+	m.close()
+	if got := media.SharedClock().Len(); got != before {
+		t.Fatalf("the shared clock has %d streams after close, want %d", got, before)
+	}
+	wg.Wait() // close returned the registration start counted
+	got := frames.get()
+	peer.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	for {
+		if _, err := peer.Read(buf); err != nil {
+			break // drained what was sent before close
+		}
+	}
+	time.Sleep(60 * time.Millisecond) // three ticks of the clock
+	if frames.get() != got {
+		t.Fatal("the sink got frames after close")
+	}
+	peer.SetReadDeadline(time.Now().Add(60 * time.Millisecond))
+	if _, err := peer.Read(buf); err == nil {
+		t.Fatal("RTP sent after close")
+	}
+}
+
+type atomicCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *atomicCount) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *atomicCount) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}

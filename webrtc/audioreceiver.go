@@ -71,12 +71,17 @@ type audioReceiver struct {
 	forward  func(*rtp.Packet) // SFU listeners of this track; must not keep the packet
 	stats    receptionStats
 	now      func() time.Duration // the monotonic media clock
-	started  bool                 // a packet arrived: the schedule runs
-	next     time.Duration        // when the next frame is due
+	late     time.Duration        // playoutLate, plus the socket's read period when reads are batched
+	early    time.Duration        // playoutEarly, plus the socket's read period when reads are batched
+	period   time.Duration        // the socket's read period when reads are batched, else 0
+	arriving bool                 // Receive is handling the packet that arrived at arrival
+	arrival  time.Duration
+	started  bool          // a packet arrived: the schedule runs
+	next     time.Duration // when the next frame is due
 	closed   bool
 	closeErr error
 
-	due         atomic.Int64 // next + playoutLate once started, for the clock's lock-free check
+	due         atomic.Int64 // next + late once started, for the clock's lock-free check
 	lastRTP     atomic.Int64 // arrival of the last packet on the media clock; 0 before any
 	packets     atomic.Uint64
 	frames      atomic.Uint64
@@ -99,16 +104,41 @@ func newAudioReceiverClock(c Codec, pt uint8, deliver func(*media.Frame), now fu
 		return nil, fmt.Errorf("webrtc: cannot receive codec %q", c)
 	}
 	info.PayloadType = pt
+	r := &audioReceiver{deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now, late: playoutLate, early: playoutEarly}
 	rx, err := media.NewRTPReceiver(media.RTPReceiverConfig{
 		Codec: info, OutputRate: media.PipelineRate, MinDelay: 20 * time.Millisecond, MaxDelay: 120 * time.Millisecond,
-		Now: func() time.Time { return monoEpoch.Add(now()) },
+		Now: r.jitterNow,
 	})
 	if err != nil {
 		return nil, err
 	}
-	r := &audioReceiver{rx: rx, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now}
+	r.rx = rx
 	r.due.Store(math.MaxInt64)
 	return r, nil
+}
+
+// jitterNow is the jitter buffer's clock (it runs under mu): the arrival Receive is handling,
+// else the media clock.
+func (r *audioReceiver) jitterNow() time.Time {
+	if r.arriving {
+		return monoEpoch.Add(r.arrival)
+	}
+	return monoEpoch.Add(r.now())
+}
+
+// batchedReads widens the playout window for a socket read once per period: a packet may reach
+// the receiver up to a period after it arrived, and the packets of a period come together (two
+// of one call when its packets straddle a read). A frame waits that much longer before it is
+// concealed, and an arrival may produce the frame of a slot up to that much further ahead, so
+// that a pair delivered together plays as two frames rather than leaving the schedule behind
+// the packets. And the arrival of a packet read on schedule is taken to be its slot: a read
+// only says that the packet came in the period before it, and the read's own time would show
+// the jitter buffer up to a period of jitter that the network did not add (it would deepen the
+// buffer by as much, and conceal a frame each time it did).
+func (r *audioReceiver) batchedReads(period time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.late, r.early, r.period = playoutLate+period, playoutEarly+period, period
 }
 
 // Push stores one packet that arrived at `at` (media clock) without producing a frame: Receive
@@ -128,7 +158,7 @@ func (r *audioReceiver) Tick() {
 	if r.started && !r.closed {
 		r.playLocked()
 		r.next += media.FrameDuration
-		r.due.Store(int64(r.next + playoutLate))
+		r.due.Store(int64(r.next + r.late))
 	}
 }
 
@@ -141,21 +171,28 @@ func (r *audioReceiver) Receive(p *rtp.Packet, at time.Duration) {
 	if r.closed {
 		return
 	}
+	if r.period > 0 && r.started {
+		// Read in a batch: it came at some time in the period before the read; the schedule's
+		// slot when that falls in the period.
+		at = min(max(r.next, at-r.period), at)
+	}
+	r.arriving, r.arrival = true, at
+	defer func() { r.arriving = false }()
 	r.pushLocked(p, at)
 	if at-r.next > playoutMaxLag {
 		r.next = at // stalled for long: start again from now rather than burst
 	}
-	for r.next+playoutLate <= at {
+	for r.next+r.late <= at {
 		r.playLocked()
 		r.next += media.FrameDuration
 	}
 	offset := at - r.next // > 0: the packet came after its slot
-	if offset >= -playoutEarly {
+	if offset >= -r.early {
 		r.playLocked()
 		r.next += media.FrameDuration
 	}
 	r.next += min(max(offset/playoutGain, -playoutMaxStep), playoutMaxStep)
-	r.due.Store(int64(r.next + playoutLate))
+	r.due.Store(int64(r.next + r.late))
 }
 
 // catchUp produces the frames overdue at now by playoutLate or more (the playout clock's path).
@@ -165,15 +202,15 @@ func (r *audioReceiver) catchUp(now time.Duration) {
 	if r.closed || !r.started {
 		return
 	}
-	if now-r.next > playoutMaxLag+playoutLate {
-		r.next = now - playoutLate // this goroutine was held up: one frame now, not a burst
+	if now-r.next > playoutMaxLag+r.late {
+		r.next = now - r.late // this goroutine was held up: one frame now, not a burst
 	}
-	for r.next+playoutLate <= now {
+	for r.next+r.late <= now {
 		r.playLocked()
 		r.clockFrames.Add(1)
 		r.next += media.FrameDuration
 	}
-	r.due.Store(int64(r.next + playoutLate))
+	r.due.Store(int64(r.next + r.late))
 }
 
 func (r *audioReceiver) pushLocked(p *rtp.Packet, at time.Duration) {

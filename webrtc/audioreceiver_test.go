@@ -129,11 +129,21 @@ func TestAudioReceiverDecodes(t *testing.T) {
 // (< 0: never) and the service's playout clock ticks every 20 ms at phase. It returns the receiver's stats and its RTP receiver's.
 func playoutRun(t *testing.T, pkts []rtp.Packet, arrive []time.Duration, phase time.Duration) (audioReceiverStats, media.RTPReceiverStats) {
 	t.Helper()
+	return playoutRunLate(t, pkts, arrive, phase, 0)
+}
+
+// playoutRunLate is playoutRun with the receiver's wait for a late packet lengthened by extra
+// (what the service does when its socket is read in batches).
+func playoutRunLate(t *testing.T, pkts []rtp.Packet, arrive []time.Duration, phase, extra time.Duration) (audioReceiverStats, media.RTPReceiverStats) {
+	t.Helper()
 	var now time.Duration
 	frames := 0
 	r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) { frames++ }, func() time.Duration { return now })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if extra > 0 {
+		r.batchedReads(extra)
 	}
 	defer r.Close()
 	order := make([]int, len(pkts))
@@ -277,6 +287,44 @@ func TestAudioReceiverPlayout(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Batched socket reads (pollConn, every DefaultReadPeriod, or 10 ms) hand each packet to its
+// receiver up to one period after it arrived, in bursts; with the receiver's playout window
+// widened by the period and a packet read on schedule taken to have come at its slot, as the
+// peer sets it, every packet still becomes one frame, the jitter buffer gets no deeper (no
+// added delay) and concealment over 1,000 frames does not rise against reads as the packets
+// come, under network jitter of ±1 and ±8 ms, at every phase of the reads and of the playout
+// clock.
+func TestAudioReceiverPlayoutBatchedReads(t *testing.T) {
+	const n = 1000
+	pkts := browserStream(t, CodecPCMU, n)
+	for _, period := range []time.Duration{DefaultReadPeriod, 10 * time.Millisecond} {
+		for _, ms := range []float64{1, 8} {
+			rng := rand.New(rand.NewPCG(3, uint64(ms)))
+			arrive := make([]time.Duration, n)
+			for i := range arrive {
+				arrive[i] = 100*time.Millisecond + time.Duration(i)*media.FrameDuration + time.Duration((rng.Float64()*2-1)*ms*float64(time.Millisecond))
+			}
+			for _, readPhase := range []time.Duration{0, 3 * time.Millisecond, 7 * time.Millisecond} {
+				batched := make([]time.Duration, n)
+				for i, a := range arrive {
+					batched[i] = ((a-readPhase)/period+1)*period + readPhase // the next read after arrival
+				}
+				for _, phase := range []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond} {
+					_, plain := playoutRun(t, pkts, arrive, phase)
+					st, got := playoutRunLate(t, pkts, batched, phase, period)
+					if got.Concealed > plain.Concealed || got.Jitter.Late > plain.Jitter.Late {
+						t.Errorf("period %v, jitter ±%v ms, reads at %v, clock at %v: batched reads conceal %d (late %d), reads as they come %d (late %d)",
+							period, ms, readPhase, phase, got.Concealed, got.Jitter.Late, plain.Concealed, plain.Jitter.Late)
+					}
+					if d := int(st.Frames) - n; d < -3 || d > 3 {
+						t.Errorf("period %v, jitter ±%v ms, reads at %v, clock at %v: %d frames for %d slots", period, ms, readPhase, phase, st.Frames, n)
+					}
+				}
+			}
+		}
 	}
 }
 

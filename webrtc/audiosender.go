@@ -26,6 +26,9 @@ type audioSenderOptions struct {
 	OpusRate int
 	// OpusComplexity is the encoder's complexity, 1–10; zero is DefaultOpusComplexity.
 	OpusComplexity int
+	// OpusApplication is the encoder's mode: OpusLowDelay (default: CELT only, no in-band
+	// FEC) or OpusVoIP (SILK wideband with in-band FEC). See Options.OpusApplication.
+	OpusApplication string
 	// Forward, when set, also gets each packet sent (SFU listeners of the same audio); it must
 	// not keep the packet.
 	Forward func(p *rtp.Packet)
@@ -129,7 +132,12 @@ func newAudioSender(o audioSenderOptions) (*audioSender, error) {
 		if rate != media.PipelineRate && rate != 48000 {
 			return nil, fmt.Errorf("webrtc: Opus encoder rate %d (want 16000 or 48000)", rate)
 		}
-		enc, err := codec.NewOpusEncoder(codec.OpusOptions{SampleRate: rate, Bitrate: bitrate, Complexity: o.OpusComplexity, FEC: true, DTX: true, Signal: "voice"})
+		app, err := opusApplication(o.OpusApplication)
+		if err != nil {
+			return nil, err
+		}
+		// In-band FEC is SILK's (LBRR, RFC 6716 §2.1.7): only the VoIP mode has it.
+		enc, err := codec.NewOpusEncoder(codec.OpusOptions{SampleRate: rate, Bitrate: bitrate, Complexity: o.OpusComplexity, FEC: app == OpusVoIP, DTX: true, Signal: "voice", Application: app})
 		if err != nil {
 			return nil, err
 		}
@@ -153,6 +161,17 @@ func newAudioSender(o audioSenderOptions) (*audioSender, error) {
 	s.pkt.SequenceNumber = uint16(randUint32())
 	s.pkt.Timestamp = randUint32()
 	return s, nil
+}
+
+// opusApplication checks an Opus encoder mode; "" is DefaultOpusApplication.
+func opusApplication(a string) (string, error) {
+	switch a {
+	case "":
+		return DefaultOpusApplication, nil
+	case OpusLowDelay, OpusVoIP:
+		return a, nil
+	}
+	return "", fmt.Errorf("webrtc: Opus application %q (want %s or %s)", a, OpusLowDelay, OpusVoIP)
 }
 
 // isDigitalSilence reports whether every sample of pcm is zero. For a whole frame it is one call

@@ -92,13 +92,15 @@ func TestAudioSenderTimestamps(t *testing.T) {
 	}
 }
 
-// Opus DTX by the encoder: audio that is not digital silence but that libopus's voice activity
-// detection calls silence (here noise of ±1 LSB) is encoded, and the encoder's DTX packets are
-// not sent; speech after it starts a talkspurt with the timestamp kept in step.
+// Opus DTX by the encoder, in the VoIP mode (libopus's CELT-only low-delay mode makes no DTX
+// frames; digital silence is still skipped in both): audio that is not digital silence but that
+// libopus's voice activity detection calls silence (here noise of ±1 LSB) is encoded, and the
+// encoder's DTX packets are not sent; speech after it starts a talkspurt with the timestamp kept
+// in step.
 func TestAudioSenderDTX(t *testing.T) {
 	now := time.Unix(100, 0)
 	log := &packetLog{keep: true}
-	s, err := newAudioSender(audioSenderOptions{Codec: CodecOpus, Track: log, Now: func() time.Time { return now }})
+	s, err := newAudioSender(audioSenderOptions{Codec: CodecOpus, OpusApplication: OpusVoIP, Track: log, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

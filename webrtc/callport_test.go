@@ -141,6 +141,8 @@ var (
 	callCPUCalls = flag.Int("callcpu.calls", 4, "BenchmarkCallCPU: live calls at once")
 	callCPUAudio = flag.String("callcpu.audio", "both", "BenchmarkCallCPU: who talks: both, in (the pages only) or out (the agent only)")
 	callCPUOpus  = flag.Int("callcpu.complexity", 0, "BenchmarkCallCPU: Options.OpusComplexity (0: the default)")
+	callCPUApp   = flag.String("callcpu.application", "", "BenchmarkCallCPU: Options.OpusApplication (empty: the default)")
+	callCPURead  = flag.Duration("callcpu.readperiod", 0, "BenchmarkCallCPU and BenchmarkCallSetup: Options.ReadPeriod (0: the default; negative: each packet as it comes)")
 )
 
 // BenchmarkCallCPU runs real calls end to end with audio both ways all the time (the page sends
@@ -162,7 +164,8 @@ func BenchmarkCallCPU(b *testing.B) {
 	const window = 4 * time.Second
 	pr := startPageRunner(b)
 	e := pr.engine
-	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod, OpusComplexity: *callCPUOpus})
+	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod, OpusComplexity: *callCPUOpus,
+		OpusApplication: *callCPUApp, ReadPeriod: *callCPURead})
 	// The fake voice speaks (espeak-ng; a tone of 40 ms per character without it) 60 sentences
 	// of about 2.5 s: more than any sensible -benchtime asks for.
 	greeting := strings.Repeat("This is a long greeting that keeps the agent talking. ", 60)
@@ -309,7 +312,7 @@ func (pr *pageRunner) next(prefix string) string {
 // cpu-ms/call / T.
 func BenchmarkCallSetup(b *testing.B) {
 	pr := startPageRunner(b)
-	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod})
+	s := newTestService(b, Options{HeartbeatInterval: DefaultHeartbeatInterval, GracePeriod: DefaultGracePeriod, ReadPeriod: *callCPURead})
 	agent := session.Agent{SystemPrompt: "x"}
 	// One call first, so that one-time costs (first handshakes, pools, the runner's warm-up) are
 	// not counted.

@@ -52,6 +52,9 @@ func TestJoinPageDetails(t *testing.T) {
 		return out
 	}
 	waitFor(t, 30*time.Second, "the call up", func() bool { return rigtest.ReadStats(t, p).State == "connected" })
+	// The service starts the conversation when its own side of the media is up, a moment
+	// after the page's.
+	waitFor(t, 10*time.Second, "the conversation started", func() bool { return e.Started() == 1 })
 	if got := eval(`document.title + "|" + document.getElementById("title").textContent`); got != "Call with Ava|Call with Ava" {
 		t.Errorf("title %q", got)
 	}

@@ -77,7 +77,7 @@ func (l *listener) addTracks(pc *pion.PeerConnection) error {
 		if err != nil {
 			return err
 		}
-		s, err := newAudioSender(audioSenderOptions{Codec: l.p.codec, Track: t, OpusBitrate: l.p.svc.opts.OpusBitrate, OpusRate: l.p.svc.opts.OpusEncodeRate, OpusComplexity: l.p.svc.opts.OpusComplexity})
+		s, err := newAudioSender(audioSenderOptions{Codec: l.p.codec, Track: t, OpusBitrate: l.p.svc.opts.OpusBitrate, OpusRate: l.p.svc.opts.OpusEncodeRate, OpusComplexity: l.p.svc.opts.OpusComplexity, OpusApplication: l.p.svc.opts.OpusApplication})
 		if err != nil {
 			return err
 		}

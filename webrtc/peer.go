@@ -411,7 +411,7 @@ func (p *peer) addAgentTrack() error {
 	if err != nil {
 		return err
 	}
-	s, err := newAudioSender(audioSenderOptions{Codec: p.codec, Track: t, OpusBitrate: p.svc.opts.OpusBitrate, OpusRate: p.svc.opts.OpusEncodeRate, OpusComplexity: p.svc.opts.OpusComplexity})
+	s, err := newAudioSender(audioSenderOptions{Codec: p.codec, Track: t, OpusBitrate: p.svc.opts.OpusBitrate, OpusRate: p.svc.opts.OpusEncodeRate, OpusComplexity: p.svc.opts.OpusComplexity, OpusApplication: p.svc.opts.OpusApplication})
 	if err != nil {
 		return err
 	}
@@ -552,6 +552,9 @@ func (p *peer) newReceiver(track *pion.TrackRemote) *audioReceiver {
 	if err != nil {
 		p.log.Error("receive path", "err", err)
 		return nil
+	}
+	if p.svc.rtc.poll != nil {
+		r.batchedReads(p.svc.opts.ReadPeriod)
 	}
 	if p.role == roleCaller {
 		r.forward = p.forwardCaller

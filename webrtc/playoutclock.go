@@ -1,7 +1,6 @@
 package webrtc
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"time"
@@ -19,52 +18,47 @@ func monoNow() time.Duration { return time.Since(monoEpoch) }
 // playoutClock is the service's one fallback clock for every receive path. While a page sends
 // audio, the arrival of each packet drives its call's playout (see audioReceiver), so a call
 // costs no timer wake-up of its own; when a page goes quiet (Opus DTX in its silences, loss, a
-// late packet), every 20 ms the clock produces the overdue frames of those receivers itself, on
-// its own goroutine: no goroutine per call waits to be woken for it. The clock only runs while
-// receivers are registered; a tick reads one atomic per receiver and works only for the overdue
-// ones (a concealed or DTX frame: a decode and the engine's frame path, some microseconds).
+// late packet), every 20 ms the clock produces the overdue frames of those receivers itself.
+// It has no goroutine or timer of its own either: while receivers are registered it is one
+// stream of the process's shared media clock (media.SharedClock, which also paces the agents'
+// voices), so the whole process wakes once per 20 ms per clock shard for both. A tick reads one
+// atomic per receiver and works only for the overdue ones (a concealed or DTX frame: a decode
+// and the engine's frame path, some microseconds).
 type playoutClock struct {
-	period time.Duration
-	now    func() time.Duration
+	clock *media.Clock
+	now   func() time.Duration
 
-	mu      sync.Mutex
-	rx      []*audioReceiver
-	changed chan struct{} // the set went from empty to not, or back
+	mu    sync.Mutex
+	rx    []*audioReceiver
+	unreg func() // takes the clock off the media clock; nil while it has no receivers
 
-	due []*audioReceiver // tick's scratch: the receivers overdue at this tick
+	tickMu sync.Mutex       // one tick at a time (the media clock's, or a test's)
+	due    []*audioReceiver // tick's scratch: the receivers overdue at this tick
 }
 
 func newPlayoutClock() *playoutClock {
-	return &playoutClock{period: media.FrameDuration, now: monoNow, changed: make(chan struct{}, 1)}
+	return &playoutClock{clock: media.SharedClock(), now: monoNow}
 }
 
 // add registers r until remove is called (remove is idempotent).
 func (c *playoutClock) add(r *audioReceiver) (remove func()) {
 	c.mu.Lock()
 	c.rx = append(c.rx, r)
-	first := len(c.rx) == 1
-	c.mu.Unlock()
-	if first {
-		c.signal()
+	if c.unreg == nil {
+		c.unreg = c.clock.Add(c)
 	}
+	c.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			c.mu.Lock()
 			c.rx = slices.DeleteFunc(c.rx, func(x *audioReceiver) bool { return x == r })
-			last := len(c.rx) == 0
-			c.mu.Unlock()
-			if last {
-				c.signal()
+			if len(c.rx) == 0 && c.unreg != nil {
+				c.unreg()
+				c.unreg = nil
 			}
+			c.mu.Unlock()
 		})
-	}
-}
-
-func (c *playoutClock) signal() {
-	select {
-	case c.changed <- struct{}{}:
-	default:
 	}
 }
 
@@ -75,10 +69,16 @@ func (c *playoutClock) len() int {
 	return len(c.rx)
 }
 
+// Tick is the media clock's tick (media.ClockTicker): the overdue frames at the media clock's
+// now.
+func (c *playoutClock) Tick(time.Time) { c.tick(c.now()) }
+
 // tick produces the overdue frames of every receiver whose next frame is overdue at now. The
 // receivers are taken under the lock and served after it, so that registering a call never
-// waits for a tick's decoding. Only one goroutine ticks (run, or a test).
+// waits for a tick's decoding.
 func (c *playoutClock) tick(now time.Duration) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	c.mu.Lock()
 	for _, r := range c.rx {
 		if r.overdue(now) {
@@ -91,29 +91,4 @@ func (c *playoutClock) tick(now time.Duration) {
 		c.due[i] = nil
 	}
 	c.due = c.due[:0]
-}
-
-// run ticks every period while receivers are registered, until ctx ends.
-func (c *playoutClock) run(ctx context.Context) {
-	t := time.NewTicker(c.period)
-	t.Stop()
-	running := false
-	for {
-		switch n := c.len(); {
-		case n > 0 && !running:
-			t.Reset(c.period)
-			running = true
-		case n == 0 && running:
-			t.Stop()
-			running = false
-		}
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-c.changed:
-		case <-t.C:
-			c.tick(c.now())
-		}
-	}
 }

@@ -1,7 +1,6 @@
 package webrtc
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,26 +63,33 @@ func TestPlayoutClockServesOverdueReceivers(t *testing.T) {
 	}
 }
 
-// The clock ticks while receivers are registered and stops with its context.
-func TestPlayoutClockRun(t *testing.T) {
+// The clock is a stream of the media clock while receivers are registered, and only then: its
+// ticks produce the overdue frames.
+func TestPlayoutClockOnMediaClock(t *testing.T) {
 	c := newPlayoutClock()
-	c.period = time.Millisecond
+	c.clock = media.NewClock(media.ClockOptions{Period: time.Millisecond})
 	c.now = func() time.Duration { return time.Second }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.run(ctx)
-	}()
 	r, n := newIdleReceiver(t, 0)
+	r2, _ := newIdleReceiver(t, time.Hour)
 	remove := c.add(r)
+	remove2 := c.add(r2)
+	if got := c.clock.Len(); got != 1 {
+		t.Fatalf("%d streams on the media clock with two receivers, want 1", got)
+	}
 	waitFor(t, 5*time.Second, "the clock's frame", func() bool { return n.Load() >= 1 })
 	remove()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the clock did not stop with its context")
+	if got := c.clock.Len(); got != 1 {
+		t.Fatalf("%d streams on the media clock with one receiver left, want 1", got)
+	}
+	remove2()
+	remove2()
+	if got := c.clock.Len(); got != 0 {
+		t.Fatalf("%d streams on the media clock without receivers", got)
+	}
+	remove3 := c.add(r2)
+	defer remove3()
+	if got := c.clock.Len(); got != 1 {
+		t.Fatalf("%d streams on the media clock after a new receiver, want 1", got)
 	}
 }
 

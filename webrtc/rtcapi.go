@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/parley-voice/parley/codec"
 	"github.com/pion/ice/v4"
@@ -85,6 +86,7 @@ const udpSocketBuffer = 4 << 20
 type rtcAPI struct {
 	api    *pion.API
 	conn   *net.UDPConn
+	poll   *pollConn // nil when the mux reads conn packet by packet
 	mux    *ice.UDPMuxDefault
 	codecs []Codec
 }
@@ -95,6 +97,11 @@ type rtcAPIOptions struct {
 	PublicIP string // NAT 1:1: announced instead of the local addresses
 	Codecs   []Codec
 	Log      *slog.Logger
+	// ReadPeriod and Active: while Active reports true, the shared socket is read in batches
+	// every ReadPeriod (pollConn); ReadPeriod <= 0 or a nil Active reads each packet as it
+	// comes.
+	ReadPeriod time.Duration
+	Active     func() bool
 }
 
 func newRTCAPI(o rtcAPIOptions) (*rtcAPI, error) {
@@ -127,7 +134,16 @@ func newRTCAPI(o rtcAPIOptions) (*rtcAPI, error) {
 	_ = conn.SetReadBuffer(udpSocketBuffer)
 	_ = conn.SetWriteBuffer(udpSocketBuffer)
 	logs := pionLogs{log: o.Log}
-	mux := ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: conn, Logger: logs.NewLogger("udpmux")})
+	var muxConn net.PacketConn = conn
+	var poll *pollConn
+	if o.ReadPeriod > 0 && o.Active != nil {
+		if poll, err = newPollConn(conn, o.ReadPeriod, o.Active); err == nil {
+			muxConn = poll
+		} else {
+			poll = nil // not on this system: the mux reads the socket itself
+		}
+	}
+	mux := ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: muxConn, Logger: logs.NewLogger("udpmux")})
 
 	m := &pion.MediaEngine{}
 	for _, c := range o.Codecs {
@@ -165,7 +181,7 @@ func newRTCAPI(o rtcAPIOptions) (*rtcAPI, error) {
 		}
 	}
 	api := pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
-	return &rtcAPI{api: api, conn: conn, mux: mux, codecs: o.Codecs}, nil
+	return &rtcAPI{api: api, conn: conn, poll: poll, mux: mux, codecs: o.Codecs}, nil
 }
 
 // LocalAddr returns the UDP address every ICE candidate of the service uses.

@@ -295,6 +295,9 @@ func TestOnlyEnabledCodecs(t *testing.T) {
 	s := newTestService(t, Options{Codecs: []string{"opus"}})
 	wc, _ := s.CreateWebCall(context.Background(), WebCallRequest{ConversationID: "conv-opus", Start: e.Start("conv-opus", session.Agent{SystemPrompt: "x"})})
 	c := dial(t, wc.URL, wc.Token, webrtctest.Options{})
+	// The page counts itself connected when its side of DTLS is; the service starts the
+	// conversation when its own side is, a moment later.
+	waitFor(t, 5*time.Second, "the conversation started", func() bool { return e.Started() == 1 })
 	answer := c.PeerConnection().RemoteDescription().SDP
 	if !strings.Contains(answer, "opus/48000/2") || !strings.Contains(answer, "useinbandfec=1") || !strings.Contains(answer, "usedtx=1") {
 		t.Fatalf("answer lacks Opus with FEC and DTX:\n%s", answer)
@@ -436,6 +439,7 @@ func TestTokenRules(t *testing.T) {
 
 	// Used once: the second join is refused, also after the call ended.
 	c := dial(t, a.URL, a.Token, webrtctest.Options{})
+	waitFor(t, 5*time.Second, "the conversation started", func() bool { return e.Started() == 1 })
 	refused("reused while live", a.URL, a.Token, "token_used")
 	c.Hangup()
 	waitFor(t, 5*time.Second, "the call over", func() bool { return s.ActiveCalls() == 0 })

@@ -54,7 +54,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", "bench/results/latest", "results base path: writes .json, .md and .svg")
 	fs.StringVar(&o.workDir, "work-dir", "", "directory for Parley's data and logs (default: a temporary one)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (logs) after the run")
-	fs.StringVar(&o.profile, "profile", "", "standard: every scenario at the bench-e2e sizes (< 5 min on 2 cores); flags given also apply")
+	fs.StringVar(&o.profile, "profile", "", "standard: every scenario at the bench-e2e sizes (< 5 min on 2 cores); rate: the call-rate scenario alone, in steps up to "+rateProfileSteps+" calls/s, to find the ceiling (make bench-rate); flags given also apply")
 	fs.StringVar(&o.scenarios, "scenarios", "latency", "comma-separated: latency, capacity, rate, webrtc, evaluations (not in the standard profile)")
 	fs.StringVar(&o.speech, "speech", bench.SourceAuto, "caller speech: auto, espeak-ng or synthetic")
 	fs.StringVar(&o.logLevel, "parley-log-level", "info", "log level of the started parley serve")
@@ -94,6 +94,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.webrtcTone, "webrtc-tone", false, "webrtc: keep the TTS tone (by default the fakes speak with espeak-ng for WebRTC callers: Opus DTX drops a steady tone)")
 	fs.DurationVar(&o.endpointing, "endpointing", j.Endpointing, "the agent's endpointing silence")
 }
+
+// rateProfileSteps are the rate profile's steps, in calls per second: from the standard
+// profile's largest step up, until one fails (the scenario stops at the first failure).
+const rateProfileSteps = "150,200,300,400,500,600,800,1000"
 
 // envList collects repeated KEY=VALUE flags.
 type envList []string
@@ -149,8 +153,15 @@ func (o *options) config(given map[string]bool, progress io.Writer) (bench.Confi
 		if !given["scenarios"] {
 			cfg.Scenarios = []string{bench.ScenarioLatency, bench.ScenarioCapacity, bench.ScenarioRate, bench.ScenarioWebRTC}
 		}
+	case "rate":
+		if !given["scenarios"] {
+			cfg.Scenarios = []string{bench.ScenarioRate}
+		}
+		if !given["rate-steps"] {
+			o.rateSteps = rateProfileSteps
+		}
 	default:
-		return cfg, fmt.Errorf("unknown profile %q (standard)", o.profile)
+		return cfg, fmt.Errorf("unknown profile %q (standard or rate)", o.profile)
 	}
 	for i := range cfg.Scenarios {
 		cfg.Scenarios[i] = strings.TrimSpace(cfg.Scenarios[i])

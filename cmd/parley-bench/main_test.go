@@ -44,6 +44,14 @@ func TestConfig(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(cfg.Scenarios, []string{"rate"}) {
 		t.Errorf("explicit scenarios lost to the profile: %v %v", cfg.Scenarios, err)
 	}
+	cfg, err = parse(t, "--profile", "rate")
+	if err != nil || !reflect.DeepEqual(cfg.Scenarios, []string{"rate"}) || !reflect.DeepEqual(cfg.RateSteps, []float64{150, 200, 300, 400, 500, 600, 800, 1000}) {
+		t.Errorf("rate profile: %v %v %v", cfg.Scenarios, cfg.RateSteps, err)
+	}
+	cfg, err = parse(t, "--profile", "rate", "--rate-steps", "50,60")
+	if err != nil || !reflect.DeepEqual(cfg.RateSteps, []float64{50, 60}) {
+		t.Errorf("rate profile with steps given: %v %v", cfg.RateSteps, err)
+	}
 	for _, bad := range [][]string{{"--profile", "huge"}, {"--capacity-steps", "5,x"}, {"--rate-steps", "-1"}} {
 		if _, err := parse(t, bad...); err == nil {
 			t.Errorf("%v: no error", bad)

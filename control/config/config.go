@@ -115,6 +115,8 @@ type Config struct {
 	StartingCreditMicros             int64 // credit of the organization bootstrapped on the embedded default
 	GCPercent                        int
 	OpusComplexity                   int
+	OpusApplication                  string        // issue 20: "lowdelay" (CELT only) or "voip" (SILK with FEC)
+	WebRTCReadPeriod                 time.Duration // issue 20: batched reads of the WebRTC socket; 0 reads each packet as it comes
 	WebCallsPerDay                   int
 	ChatIdleTimeout                  time.Duration // issue 13: a chat with no message for this long ends
 	Record                           bool
@@ -161,6 +163,7 @@ func settings() []scopedSetting {
 		{setting{"media-addr", "PARLEY_MEDIA_ADDR", "", "IP address the RTP ports and the WebRTC UDP port bind (empty: the host of --sip-addr when it names one, else every interface)", setMediaAddr}, ScopeServe},
 		{setting{"transfer-allow", "PARLEY_TRANSFER_ALLOW", "", "comma-separated CIDRs of non-public networks call transfers may go to, e.g. a PBX on the LAN (empty: transfers to SIP URIs on loopback, private and link-local addresses are refused)", setTransferAllow}, ScopeServe},
 		{setting{"webrtc-udp-port", "PARLEY_WEBRTC_UDP_PORT", "3478", "the one UDP port all WebRTC ICE traffic uses (UDP mux); 0 picks a free port", setPort(func(c *Config) *int { return &c.WebRTCUDPPort })}, ScopeServe},
+		{setting{"webrtc-read-period", "PARLEY_WEBRTC_READ_PERIOD", "20ms", "while web calls are up, the WebRTC UDP port is read this often, every queued packet in one recvmmsg, so the node wakes once per period instead of once per packet of every call (issue 20: the wake-ups are the largest cost of a web call after the codecs); incoming audio and handshakes wait up to one period (the playout widens its window by as much, so no frame more is concealed and the jitter buffer gets no deeper). 0 reads each packet as it arrives", setDuration(func(c *Config) *time.Duration { return &c.WebRTCReadPeriod })}, ScopeServe},
 		{setting{"master-key", "PARLEY_MASTER_KEY", "", "base64 or hex 32-byte key that encrypts secrets at rest (empty: generated into <data-dir>/master.key on first start)", setMasterKey}, ScopeStore | ScopeServe},
 		// issue 17: the previous master keys still accepted during a rotation.
 		{setting{"master-key-previous", "PARLEY_MASTER_KEY_PREVIOUS", "", "comma-separated previous master keys still accepted for reading during a rotation (parley admin master-key rotate); remove them once the rotation is done", setMasterKeyPrevious}, ScopeStore | ScopeServe},
@@ -196,7 +199,8 @@ func settings() []scopedSetting {
 		{setting{"embeddings-model", "PARLEY_EMBEDDINGS_MODEL", "text-embedding-3-small", "embeddings model name (changing it needs the documents re-uploaded or crawls refreshed)", setString(func(c *Config) *string { return &c.EmbeddingsModel })}, ScopeServe},
 		{setting{"fakes-url", "PARLEY_FAKES_URL", "", "point every vendor at one `parley fakes` server (keyless demo, tests, benchmark)", setURL(func(c *Config) *string { return &c.FakesURL })}, ScopeServe},
 		{setting{"whatsapp-base-url", "PARLEY_WHATSAPP_BASE_URL", "", "Meta's Graph API for the WhatsApp channel; empty: https://graph.facebook.com (with fakes-url: the fakes)", setURL(func(c *Config) *string { return &c.WhatsAppBaseURL })}, ScopeServe},
-		{setting{"opus-complexity", "PARLEY_OPUS_COMPLEXITY", "2", "Opus encoder complexity for audio sent to browsers, 1–10: the largest CPU cost of a web call (encode 164–174 µs per 20 ms frame at 2, 231–243 µs at 5, on a shared 2-core VM). 2 keeps espeak-ng speech within 0.3 dB of 5's segmental SNR (webrtc TestOpusEncodeQuality holds the default within 0.5 dB); 1 falls up to 0.8 dB short", setIntRange(func(c *Config) *int { return &c.OpusComplexity }, 1, 10)}, ScopeServe},
+		{setting{"opus-complexity", "PARLEY_OPUS_COMPLEXITY", "2", "Opus encoder complexity for audio sent to browsers, 1–10. In the default low-delay mode a 20 ms frame of speech costs about 18 µs at 2 and about 30 µs at 5 (webrtc BenchmarkOpusEncodeComplexity, thread CPU); in the voip mode 110 µs at 2 and 127 µs at 5. webrtc TestOpusEncodeQuality holds the default mode and complexity within 0.5 dB of the voip mode's segmental SNR at 5", setIntRange(func(c *Config) *int { return &c.OpusComplexity }, 1, 10)}, ScopeServe},
+		{setting{"opus-application", "PARLEY_OPUS_APPLICATION", "lowdelay", "Opus encoder mode for audio sent to browsers: `lowdelay` (CELT only: about a sixth of the CPU of voip at complexity 2, a higher segmental SNR and 4 ms less codec delay, but no in-band FEC: a lost packet is concealed by the browser) or `voip` (SILK wideband with in-band FEC coded for 10% loss, for networks that lose packets)", setOpusApplication}, ScopeServe},
 		{setting{"gc-percent", "PARLEY_GC_PERCENT", "20", "Go garbage collector target: heap growth allowed over the live heap, in percent (Go's default is 100); a media node's live heap is mostly per-call buffers that allocate nothing per frame, so a tight target costs little CPU and keeps memory per call low. The GOGC environment variable, when set, wins", setInt(func(c *Config) *int { return &c.GCPercent }, 1)}, ScopeServe},
 		{setting{"outbound-allow-private", "PARLEY_OUTBOUND_ALLOW_PRIVATE", "false", "UNSAFE in production: let webhooks, tools, MCP servers and crawls reach loopback, private, link-local and CGNAT addresses (local testing needs it; unspecified, multicast and the cloud metadata address stay refused)", setBool(func(c *Config) *bool { return &c.OutboundAllowPrivate })}, ScopeServe},
 		{setting{"outbound-ca-file", "PARLEY_OUTBOUND_CA_FILE", "", "UNSAFE in production: PEM file of an extra certificate authority trusted for webhooks, tools, MCP servers and crawls, besides the system's (e.g. a local test receiver's self-signed certificate)", setString(func(c *Config) *string { return &c.OutboundCAFile })}, ScopeServe},
@@ -378,6 +382,14 @@ func setSchedule(c *Config, v string) error {
 		return fmt.Errorf("at most 20 waits")
 	}
 	c.WebhookRetrySchedule = out
+	return nil
+}
+
+func setOpusApplication(c *Config, v string) error {
+	if v != "lowdelay" && v != "voip" {
+		return errors.New("want lowdelay or voip")
+	}
+	c.OpusApplication = v
 	return nil
 }
 
