@@ -579,7 +579,7 @@ func (r Knowledge) search(ctx context.Context, org OrgID, ids []KnowledgeBaseID,
 		), top AS (
 			SELECT cand.id, cand.tsv FROM cand, q ORDER BY ts_rank_cd(cand.tsv, q.q, 1) DESC LIMIT ` + fmt.Sprint(pgRerank) + `
 		), stats AS (
-			SELECT (SELECT count(*) FROM knowledge_chunks WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
+			SELECT (SELECT coalesce(sum(chunks), 0) FROM knowledge_documents WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
 			coalesce(avg(length(tsv)), 1)::float8 AS avgdl FROM top
 		), tf AS (
 			SELECT top.id, u.lexeme, (cardinality(u.positions) + cardinality(array_positions(u.weights, 'A')))::float8 AS tf, length(top.tsv)::float8 AS dl
