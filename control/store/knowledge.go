@@ -416,7 +416,7 @@ func (r Knowledge) FinishIndex(ctx context.Context, id KnowledgeDocumentID, ix I
 }
 
 // chunkBatch is how many chunks one INSERT carries.
-const chunkBatch = 50
+const chunkBatch = 200
 
 func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []KnowledgeChunk) error {
 	for start := 0; start < len(cs); start += chunkBatch {
@@ -428,8 +428,14 @@ func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []K
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			n := len(args)
-			fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10)
+			if r.q.s.d.name == SQLite {
+				// Plain "?": SQLite keeps the names of numbered parameters in a list the
+				// driver searches for each one, quadratic in a statement of 2,000.
+				sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			} else {
+				n := len(args)
+				fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10)
+			}
 			var page any
 			if c.Page > 0 {
 				page = c.Page
@@ -443,6 +449,12 @@ func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []K
 		if _, err := r.q.exec(ctx, "insert knowledge chunks", sb.String(), args...); err != nil {
 			return err
 		}
+	}
+	if r.q.s.d.name == SQLite && len(cs) > 0 {
+		// The full-text index takes the document's chunks in one statement (see migration 0017).
+		_, err := r.q.exec(ctx, "index knowledge chunks",
+			`INSERT INTO knowledge_fts (rowid, heading, body) SELECT n, heading, body FROM knowledge_chunks WHERE document_id = $1 ORDER BY n`, string(d.ID))
+		return err
 	}
 	return nil
 }

@@ -10,10 +10,10 @@ DROP TABLE knowledge_fts;
 
 CREATE VIRTUAL TABLE knowledge_fts USING fts5(heading, body, content='knowledge_chunks', content_rowid='n', tokenize='porter unicode61');
 
--- An external-content index forgets a row only when told its old values.
-CREATE TRIGGER knowledge_chunks_ai AFTER INSERT ON knowledge_chunks BEGIN
-	INSERT INTO knowledge_fts (rowid, heading, body) VALUES (new.n, new.heading, new.body);
-END;
+-- New chunks are indexed by the statement that stores a document's chunks (Knowledge.insertChunks:
+-- one INSERT … SELECT for the whole document, where a trigger would have FTS5 flush its pending
+-- terms to a new segment at every statement). An external-content index forgets a row only
+-- when told its old values.
 
 CREATE TRIGGER knowledge_chunks_ad AFTER DELETE ON knowledge_chunks BEGIN
 	INSERT INTO knowledge_fts (knowledge_fts, rowid, heading, body) VALUES ('delete', old.n, old.heading, old.body);
