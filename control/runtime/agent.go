@@ -124,6 +124,7 @@ func AgentFor(def *agentdef.Definition, language string, vars map[string]any) (s
 	if len(a.EndCall.Phrases) > 0 {
 		out.EndPhrase = a.EndCall.Phrases[0]
 	}
+	specialistsFor(def, &out) // issue 16: a desk's hand-over
 	return out, nil
 }
 
