@@ -125,6 +125,17 @@ func (c *Conversation) handOver(ctx context.Context, name string) (string, error
 	return string(b), nil
 }
 
+// knowledgeAfterTools is the knowledge of the reply's next round: looked up again when the
+// round's tools handed over to a specialist (before is who answered until then), so that the
+// specialist's first answer has its own knowledge (the line is in the transcript; the turn's
+// knowledge stage keeps timing the first lookup).
+func (c *Conversation) knowledgeAfterTools(ctx context.Context, before, knowledge string) string {
+	if c.Specialist() == before || ctx.Err() != nil {
+		return knowledge
+	}
+	return c.retrieveForTurn(ctx, func(respEvent) {})
+}
+
 // restoreSpecialist puts back the hand-over a resumed text conversation made before (a chat's
 // engine is rebuilt for each message from its history): the last hand_over call the history
 // shows succeeding.

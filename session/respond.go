@@ -104,7 +104,9 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 			emit(respEvent{kind: respDone, usage: total})
 			return
 		}
+		spec := c.Specialist()
 		ended, say := c.runTools(ctx, gen, calls, emit)
+		knowledge = c.knowledgeAfterTools(ctx, spec, knowledge) // issue 16: a hand-over
 		if ended || ctx.Err() != nil {
 			if ctx.Err() == nil {
 				if say != "" {
