@@ -324,7 +324,8 @@ func (r Knowledge) GetDocument(ctx context.Context, sc Scope, kb KnowledgeBaseID
 
 // DocumentText returns the extracted text of the document.
 func (r Knowledge) DocumentText(ctx context.Context, sc Scope, kb KnowledgeBaseID, id KnowledgeDocumentID) (string, error) {
-	b := newSel(`SELECT text FROM knowledge_documents`).scope(sc, "org_id", "project_id", "").id("kb_id", string(kb)).id("id", string(id))
+	b := newSel(`SELECT coalesce(t.text, '') FROM knowledge_documents d LEFT JOIN knowledge_texts t ON t.document_id = d.id`).
+		scope(sc, "d.org_id", "d.project_id", "").id("d.kb_id", string(kb)).id("d.id", string(id))
 	return one(ctx, r.q, "knowledge document text", b, func(r rowScanner) (s string, err error) { err = r.Scan(&s); return s, err })
 }
 
@@ -405,9 +406,15 @@ func (r Knowledge) FinishIndex(ctx context.Context, id KnowledgeDocumentID, ix I
 		}
 		now := q.s.timeNow()
 		if _, err := q.exec(ctx, "finish knowledge document",
-			`UPDATE knowledge_documents SET status = 'ready', failure_reason = '', text = $2, pages = $3, chunks = $4, content_hash = $5,
-			etag = $6, last_modified = $7, updated_at = $8, indexed_at = $8 WHERE id = $1`,
-			string(id), ix.Text, ix.Pages, len(ix.Chunks), ix.ContentHash, ix.ETag, ix.LastModified, ts(now)); err != nil {
+			`UPDATE knowledge_documents SET status = 'ready', failure_reason = '', pages = $2, chunks = $3, content_hash = $4,
+			etag = $5, last_modified = $6, updated_at = $7, indexed_at = $7 WHERE id = $1`,
+			string(id), ix.Pages, len(ix.Chunks), ix.ContentHash, ix.ETag, ix.LastModified, ts(now)); err != nil {
+			return err
+		}
+		// The text lives apart from the document's row (migration 0017).
+		if _, err := q.exec(ctx, "store knowledge document text",
+			`INSERT INTO knowledge_texts (document_id, text) VALUES ($1, $2) ON CONFLICT (document_id) DO UPDATE SET text = excluded.text`,
+			string(id), ix.Text); err != nil {
 			return err
 		}
 		_, err = q.exec(ctx, "drop knowledge upload", `DELETE FROM knowledge_uploads WHERE document_id = $1`, string(id))

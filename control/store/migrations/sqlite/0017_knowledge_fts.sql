@@ -2,7 +2,17 @@
 -- keeps its own copy of every chunk's heading and body (external content: knowledge_chunks
 -- holds them, rowid n), and loses the kbtok column, which no search used (a search is narrowed
 -- to its bases through knowledge_chunks). Without the column, a query needs no column filter.
--- Keep in step with ../postgres.
+-- A document's extracted text moves to knowledge_texts: in the WITHOUT ROWID documents table a
+-- row of 200 KB made every seek that compared with it read all its overflow pages (a search
+-- joins the documents of its hits). Keep in step with ../postgres.
+
+CREATE TABLE knowledge_texts (
+	document_id TEXT PRIMARY KEY REFERENCES knowledge_documents (id) ON DELETE CASCADE,
+	text TEXT NOT NULL
+) STRICT;
+
+INSERT INTO knowledge_texts (document_id, text) SELECT id, text FROM knowledge_documents WHERE text <> '';
+UPDATE knowledge_documents SET text = '' WHERE text <> '';
 
 DROP TRIGGER knowledge_chunks_ai;
 DROP TRIGGER knowledge_chunks_ad;
