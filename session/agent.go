@@ -38,6 +38,10 @@ type Agent struct {
 	// KnowledgeAuto looks every caller turn up in the knowledge (Options.Knowledge, when it is a
 	// TurnKnowledge) before the model answers; otherwise the model calls knowledge_lookup.
 	KnowledgeAuto bool
+
+	// Specialists are a desk agent's: the model hands the conversation over to one with the
+	// built-in tool ToolHandOver (see handover.go).
+	Specialists []Specialist
 }
 
 // STTSettings choose the recognizer's options.

@@ -63,6 +63,9 @@ func (c *Conversation) ResumeText(ctx context.Context, st TextState) error {
 	c.mu.Lock()
 	c.turnN, c.llmFailures, c.cost = st.Turns, st.LLMFailures, st.Cost
 	c.mu.Unlock()
+	if err := c.restoreSpecialist(ctx); err != nil { // issue 16: a desk's hand-over lasts
+		return err
+	}
 	c.setState(StateListening)
 	return nil
 }

@@ -101,6 +101,7 @@ type Conversation struct {
 	tts     tts.Synthesizer
 	tools   ToolRunner
 	know    Knowledge
+	spec    specialistState // the specialist handed over to (handover.go)
 	sink    Sink
 	vendors Vendors
 	met     *Metrics
@@ -222,6 +223,11 @@ func New(o Options) (*Conversation, error) {
 	first, err := Render(a.FirstMessage, o.Variables)
 	if err != nil {
 		return nil, err
+	}
+	for _, sp := range a.Specialists {
+		if _, err := Render(sp.SystemPrompt, o.Variables); err != nil {
+			return nil, err
+		}
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()

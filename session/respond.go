@@ -104,7 +104,9 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 			emit(respEvent{kind: respDone, usage: total})
 			return
 		}
+		spec := c.Specialist()
 		ended, say := c.runTools(ctx, gen, calls, emit)
+		knowledge = c.knowledgeAfterTools(ctx, spec, knowledge) // issue 16: a hand-over
 		if ended || ctx.Err() != nil {
 			if ctx.Err() == nil {
 				if say != "" {
@@ -128,7 +130,7 @@ func (c *Conversation) buildRequest(knowledge string) llm.Request {
 		msgs = append(msgs, h.msg)
 	}
 	c.histMu.Unlock()
-	system := c.system
+	system := c.systemPrompt()
 	if knowledge != "" {
 		system += "\n\n" + knowledge
 	}
@@ -183,6 +185,7 @@ const (
 	ToolTransfer  = "transfer_call"
 	ToolSendDTMF  = "send_dtmf"
 	ToolKnowledge = "knowledge_lookup"
+	// ToolHandOver (handover.go) is "hand_over".
 )
 
 var builtinSchemas = map[string]struct {
@@ -193,6 +196,7 @@ var builtinSchemas = map[string]struct {
 	ToolTransfer:  {"Transfer the caller to a human or another number.", `{"type":"object","properties":{"destination":{"type":"string","description":"E.164 number or SIP URI"},"mode":{"type":"string","enum":["cold","warm"]},"summary":{"type":"string","description":"what to tell the human before connecting (warm)"}},"required":["destination"],"additionalProperties":false}`},
 	ToolSendDTMF:  {"Press keys on the phone keypad (for menus).", `{"type":"object","properties":{"digits":{"type":"string","pattern":"^[0-9*#A-D]+$"}},"required":["digits"],"additionalProperties":false}`},
 	ToolKnowledge: {"Look up facts in the agent's knowledge bases.", `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`},
+	ToolHandOver:  {"Hand the conversation over to a specialist.", `{"type":"object","properties":{"specialist":{"type":"string"},"reason":{"type":"string"}},"required":["specialist"],"additionalProperties":false}`},
 }
 
 func (c *Conversation) llmTools() []llm.Tool {
@@ -425,6 +429,9 @@ func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall) (string, 
 			return jsonError(err.Error()), 0, nil
 		}
 		return res, 0, nil
+	case ToolHandOver:
+		res, err := c.handOver(ctx, str("specialist"))
+		return res, 0, err
 	}
 	if c.tools == nil {
 		return "", 0, errors.New("unknown tool " + call.Name)

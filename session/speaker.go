@@ -268,7 +268,7 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 
 	s.report(spkEvent{kind: spkTTSRequest, utt: it.u.id, at: time.Now()})
 	a := s.c.agent
-	stream, err := s.c.tts.Synthesize(ctx, tts.Request{Text: it.text, Voice: a.TTS.Voice, Model: a.TTS.Model, Language: a.Language, SampleRate: media.PipelineRate})
+	stream, err := s.c.tts.Synthesize(ctx, tts.Request{Text: it.text, Voice: s.c.voice(), Model: a.TTS.Model, Language: a.Language, SampleRate: media.PipelineRate})
 	if err != nil {
 		s.lastErr = err
 		return false, ctx.Err() == nil

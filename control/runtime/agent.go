@@ -124,6 +124,9 @@ func AgentFor(def *agentdef.Definition, language string, vars map[string]any) (s
 	if len(a.EndCall.Phrases) > 0 {
 		out.EndPhrase = a.EndCall.Phrases[0]
 	}
+	if err := specialistsFor(def, vars, &out); err != nil { // issue 16: a desk's hand-over
+		return session.Agent{}, err
+	}
 	return out, nil
 }
 

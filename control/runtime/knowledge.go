@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/store"
@@ -24,19 +25,33 @@ type Knowledge interface {
 const DefaultKnowledgeTokens = 1500
 
 // knowledgeFor gives the engine the conversation's knowledge when its agent names knowledge
-// bases (narrowed to its language as the definition says): the knowledge_lookup tool always,
-// and a lookup before every answer when the definition's knowledge mode is auto.
+// bases, narrowed as the definition says (references.language_knowledge for the conversation's
+// language; references.specialist_knowledge once a desk hands over to a specialist, see
+// turnKnowledge.UseSpecialist): the knowledge_lookup tool always, and a lookup before every
+// answer when the definition's knowledge mode is auto.
 func (rt *Runtime) knowledgeFor(ctx context.Context, c store.Conversation, def *agentdef.Definition, a *session.Agent) (session.Knowledge, error) {
-	names := def.References.KnowledgeFor("", a.Language)
-	if len(names) == 0 || rt.o.Knowledge == nil {
+	if len(def.References.KnowledgeBases) == 0 || rt.o.Knowledge == nil {
 		return nil, nil
 	}
-	bases, err := rt.o.Knowledge.Bases(ctx, c.OrgID, c.ProjectID, names)
-	if err != nil {
-		return nil, fmt.Errorf("runtime: the agent's knowledge bases: %w", err)
-	}
 	k := def.Agent.Knowledge
-	tk := &turnKnowledge{src: rt.o.Knowledge, org: c.OrgID, bases: bases, max: k.MaxResults, minScore: k.MinScore, budget: rt.o.KnowledgeTokens}
+	tk := &turnKnowledge{src: rt.o.Knowledge, org: c.OrgID, max: k.MaxResults, minScore: k.MinScore, budget: rt.o.KnowledgeTokens}
+	language, project, src := a.Language, c.ProjectID, rt.o.Knowledge
+	tk.resolve = func(ctx context.Context, specialist string) ([]store.KnowledgeBaseID, error) {
+		names := def.References.KnowledgeFor(specialist, language)
+		if len(names) == 0 {
+			return nil, nil
+		}
+		bases, err := src.Bases(ctx, c.OrgID, project, names)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: the agent's knowledge bases: %w", err)
+		}
+		return bases, nil
+	}
+	bases, err := tk.resolve(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	tk.bases = bases
 	if tk.max <= 0 {
 		tk.max = 4
 	}
@@ -52,15 +67,36 @@ func (rt *Runtime) knowledgeFor(ctx context.Context, c store.Conversation, def *
 type turnKnowledge struct {
 	src      Knowledge
 	org      store.OrgID
-	bases    []store.KnowledgeBaseID
+	resolve  func(ctx context.Context, specialist string) ([]store.KnowledgeBaseID, error)
+	mu       sync.Mutex
+	bases    []store.KnowledgeBaseID // the bases searched now (a hand-over changes them)
 	max      int
 	minScore float64
 	budget   int // tokens
 }
 
+// UseSpecialist narrows the knowledge to the bases of the specialist a desk handed over to
+// (references.specialist_knowledge; without an entry for it, the language's or all).
+func (k *turnKnowledge) UseSpecialist(ctx context.Context, name string) error {
+	bases, err := k.resolve(ctx, name)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.bases = bases
+	k.mu.Unlock()
+	return nil
+}
+
 // pick retrieves and keeps the chunks scoring at least minScore, within the token budget.
 func (k *turnKnowledge) pick(ctx context.Context, query string) ([]store.KnowledgeHit, error) {
-	hits, err := k.src.Retrieve(ctx, k.org, k.bases, query, k.max)
+	k.mu.Lock()
+	bases := k.bases
+	k.mu.Unlock()
+	if len(bases) == 0 {
+		return nil, nil
+	}
+	hits, err := k.src.Retrieve(ctx, k.org, bases, query, k.max)
 	if err != nil {
 		return nil, err
 	}

@@ -324,7 +324,8 @@ func (r Knowledge) GetDocument(ctx context.Context, sc Scope, kb KnowledgeBaseID
 
 // DocumentText returns the extracted text of the document.
 func (r Knowledge) DocumentText(ctx context.Context, sc Scope, kb KnowledgeBaseID, id KnowledgeDocumentID) (string, error) {
-	b := newSel(`SELECT text FROM knowledge_documents`).scope(sc, "org_id", "project_id", "").id("kb_id", string(kb)).id("id", string(id))
+	b := newSel(`SELECT coalesce(t.text, '') FROM knowledge_documents d LEFT JOIN knowledge_texts t ON t.document_id = d.id`).
+		scope(sc, "d.org_id", "d.project_id", "").id("d.kb_id", string(kb)).id("d.id", string(id))
 	return one(ctx, r.q, "knowledge document text", b, func(r rowScanner) (s string, err error) { err = r.Scan(&s); return s, err })
 }
 
@@ -405,9 +406,15 @@ func (r Knowledge) FinishIndex(ctx context.Context, id KnowledgeDocumentID, ix I
 		}
 		now := q.s.timeNow()
 		if _, err := q.exec(ctx, "finish knowledge document",
-			`UPDATE knowledge_documents SET status = 'ready', failure_reason = '', text = $2, pages = $3, chunks = $4, content_hash = $5,
-			etag = $6, last_modified = $7, updated_at = $8, indexed_at = $8 WHERE id = $1`,
-			string(id), ix.Text, ix.Pages, len(ix.Chunks), ix.ContentHash, ix.ETag, ix.LastModified, ts(now)); err != nil {
+			`UPDATE knowledge_documents SET status = 'ready', failure_reason = '', pages = $2, chunks = $3, content_hash = $4,
+			etag = $5, last_modified = $6, updated_at = $7, indexed_at = $7 WHERE id = $1`,
+			string(id), ix.Pages, len(ix.Chunks), ix.ContentHash, ix.ETag, ix.LastModified, ts(now)); err != nil {
+			return err
+		}
+		// The text lives apart from the document's row (migration 0017).
+		if _, err := q.exec(ctx, "store knowledge document text",
+			`INSERT INTO knowledge_texts (document_id, text) VALUES ($1, $2) ON CONFLICT (document_id) DO UPDATE SET text = excluded.text`,
+			string(id), ix.Text); err != nil {
 			return err
 		}
 		_, err = q.exec(ctx, "drop knowledge upload", `DELETE FROM knowledge_uploads WHERE document_id = $1`, string(id))
@@ -416,7 +423,7 @@ func (r Knowledge) FinishIndex(ctx context.Context, id KnowledgeDocumentID, ix I
 }
 
 // chunkBatch is how many chunks one INSERT carries.
-const chunkBatch = 50
+const chunkBatch = 200
 
 func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []KnowledgeChunk) error {
 	for start := 0; start < len(cs); start += chunkBatch {
@@ -428,8 +435,14 @@ func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []K
 			if i > 0 {
 				sb.WriteString(", ")
 			}
-			n := len(args)
-			fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10)
+			if r.q.s.d.name == SQLite {
+				// Plain "?": SQLite keeps the names of numbered parameters in a list the
+				// driver searches for each one, quadratic in a statement of 2,000.
+				sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			} else {
+				n := len(args)
+				fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+9, n+10)
+			}
 			var page any
 			if c.Page > 0 {
 				page = c.Page
@@ -443,6 +456,12 @@ func (r Knowledge) insertChunks(ctx context.Context, d KnowledgeDocument, cs []K
 		if _, err := r.q.exec(ctx, "insert knowledge chunks", sb.String(), args...); err != nil {
 			return err
 		}
+	}
+	if r.q.s.d.name == SQLite && len(cs) > 0 {
+		// The full-text index takes the document's chunks in one statement (see migration 0017).
+		_, err := r.q.exec(ctx, "index knowledge chunks",
+			`INSERT INTO knowledge_fts (rowid, heading, body) SELECT n, heading, body FROM knowledge_chunks WHERE document_id = $1 ORDER BY n`, string(d.ID))
+		return err
 	}
 	return nil
 }
@@ -504,6 +523,10 @@ const pgRerank = 100
 // termBudget is the most chunks one term may match and still be kept (counting stops there).
 const termBudget = 250
 
+// allTerms is how many of the rarest terms a search of common terms only asks chunks to hold
+// all of, before it asks for fewer (two at the least).
+const allTerms = 4
+
 // Search finds the chunks of the bases kbs (of organization org) that best match terms (plain
 // words, already stripped of operators), best first: BM25 over FTS5 on SQLite, BM25 over the
 // tsvector's lexemes on PostgreSQL. Any of the terms may match; terms matching more than
@@ -525,6 +548,24 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 	if err != nil || len(terms) == 0 {
 		return nil, err
 	}
+	if !all {
+		return r.search(ctx, org, ids, terms, dfs, false, limit)
+	}
+	// Every term is common: chunks holding all of the rarest few (up to allTerms), fewer of
+	// them while that finds too little.
+	for n := len(terms); n >= 2; n-- {
+		hits, err := r.search(ctx, org, ids, terms[:n], dfs[:n], true, limit)
+		if err != nil || len(hits) >= limit {
+			return hits, err
+		}
+	}
+	// No chunk holds two of them: chunks holding either of the two rarest.
+	return r.search(ctx, org, ids, terms[:2], dfs[:2], false, limit)
+}
+
+// search ranks the chunks of the bases ids holding any of terms (every one when all), whose
+// document frequencies are dfs.
+func (r Knowledge) search(ctx context.Context, org OrgID, ids []KnowledgeBaseID, terms []string, dfs []int, all bool, limit int) ([]KnowledgeHit, error) {
 	args := []any{string(org), limit}
 	ph := make([]string, 0, len(ids))
 	for _, k := range ids {
@@ -557,7 +598,7 @@ func (r Knowledge) Search(ctx context.Context, org OrgID, kbs []KnowledgeBaseID,
 		), top AS (
 			SELECT cand.id, cand.tsv FROM cand, q ORDER BY ts_rank_cd(cand.tsv, q.q, 1) DESC LIMIT ` + fmt.Sprint(pgRerank) + `
 		), stats AS (
-			SELECT (SELECT count(*) FROM knowledge_chunks WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
+			SELECT (SELECT coalesce(sum(chunks), 0) FROM knowledge_documents WHERE org_id = $1 AND kb_id IN (` + in + `))::float8 AS n,
 			coalesce(avg(length(tsv)), 1)::float8 AS avgdl FROM top
 		), tf AS (
 			SELECT top.id, u.lexeme, (cardinality(u.positions) + cardinality(array_positions(u.weights, 'A')))::float8 AS tf, length(top.tsv)::float8 AS dl
@@ -583,14 +624,14 @@ const searchOver = 64
 // that leaves fewer than limit (other bases hold most of the matches), the chunks are filtered
 // to the bases before ranking.
 func (r Knowledge) searchSQLite(ctx context.Context, args []any, in string, terms []string, all bool, limit int) ([]KnowledgeHit, error) {
-	m := ftsMatch(nil, terms)
+	m := ftsMatch(terms)
 	if all {
 		m = ftsAll(terms)
 	}
 	args = append(args, m, max(searchOver, limit))
 	mp, over := fmt.Sprint(len(args)-1), fmt.Sprint(len(args))
 	cols := `SELECT c.id, c.kb_id, c.document_id, c.seq, c.heading, c.page, c.body, c.tokens, c.embedding, d.name, d.source_url, -f.score`
-	fast := cols + ` FROM (SELECT n, score FROM (SELECT rowid AS n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts
+	fast := cols + ` FROM (SELECT n, score FROM (SELECT rowid AS n, bm25(knowledge_fts, 2.0, 1.0) AS score FROM knowledge_fts
 			WHERE knowledge_fts MATCH $` + mp + ` LIMIT ` + fmt.Sprint(RankBudget) + `) ORDER BY score LIMIT $` + over + `) f
 		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
 		WHERE c.org_id = $1 AND c.kb_id IN (` + in + `) ORDER BY f.score LIMIT $2`
@@ -598,35 +639,27 @@ func (r Knowledge) searchSQLite(ctx context.Context, args []any, in string, term
 	if err != nil || len(hits) >= limit {
 		return hits, err
 	}
-	slow := cols + ` FROM (SELECT n, score FROM (SELECT k.n, bm25(knowledge_fts, 2.0, 1.0, 0.0) AS score FROM knowledge_fts JOIN knowledge_chunks k ON k.n = knowledge_fts.rowid
+	slow := cols + ` FROM (SELECT n, score FROM (SELECT k.n, bm25(knowledge_fts, 2.0, 1.0) AS score FROM knowledge_fts JOIN knowledge_chunks k ON k.n = knowledge_fts.rowid
 			WHERE knowledge_fts MATCH $` + mp + ` AND k.org_id = $1 AND k.kb_id IN (` + in + `) LIMIT ` + fmt.Sprint(RankBudget) + `) ORDER BY score LIMIT $2) f
 		JOIN knowledge_chunks c ON c.n = f.n JOIN knowledge_documents d ON d.id = c.document_id
 		ORDER BY f.score`
 	return list(ctx, r.q, "search knowledge", slow, args[:len(args)-1], scanHit)
 }
 
-// ftsMatch is the FTS5 query of terms, within the bases ids when there are some.
-func ftsMatch(ids []KnowledgeBaseID, terms []string) string {
-	toks := make([]string, len(ids))
-	for i, k := range ids {
-		toks[i] = `"k` + strings.ReplaceAll(string(k), "-", "") + `"`
-	}
+// ftsMatch is the FTS5 query of chunks holding any of terms.
+func ftsMatch(terms []string) string {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
 		quoted[i] = `"` + strings.ReplaceAll(t, `"`, ``) + `"`
 	}
-	m := "{heading body}: (" + strings.Join(quoted, " OR ") + ")"
-	if len(ids) == 0 {
-		return m
-	}
-	return "kbtok: (" + strings.Join(toks, " OR ") + ") AND " + m
+	return strings.Join(quoted, " OR ")
 }
 
 // ftsAll is the FTS5 query of chunks holding every one of terms.
 func ftsAll(terms []string) string {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
-		quoted[i] = `{heading body}: "` + strings.ReplaceAll(t, `"`, ``) + `"`
+		quoted[i] = `"` + strings.ReplaceAll(t, `"`, ``) + `"`
 	}
 	return strings.Join(quoted, " AND ")
 }
@@ -645,7 +678,7 @@ func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []stri
 		var query string
 		args := []any{termBudget + 1, t}
 		if r.q.s.d.name == SQLite {
-			args[1] = ftsMatch(nil, []string{t})
+			args[1] = ftsMatch([]string{t})
 			query = `SELECT count(*) FROM (SELECT 1 FROM knowledge_fts WHERE knowledge_fts MATCH $2 LIMIT $1)`
 		} else {
 			query = `SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks WHERE tsv @@ plainto_tsquery('english', $2) LIMIT $1) x`
@@ -658,7 +691,17 @@ func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []stri
 			cs = append(cs, counted{t, n})
 		}
 	}
-	slices.SortStableFunc(cs, func(a, b counted) int { return a.n - b.n })
+	// Counts stop at termBudget + 1, so the terms over it tie: of those, the longer word is
+	// taken as the rarer (Zipf: the common words of a language are short).
+	slices.SortStableFunc(cs, func(a, b counted) int {
+		if a.n != b.n {
+			return a.n - b.n
+		}
+		if a.n > termBudget {
+			return len(b.term) - len(a.term)
+		}
+		return 0
+	})
 	sum := 0
 	for _, c := range cs {
 		if len(kept) > 0 && (sum+c.n > RankBudget || c.n > termBudget) {
@@ -669,7 +712,12 @@ func (r Knowledge) narrowTerms(ctx context.Context, terms []string) (kept []stri
 		sum += c.n
 	}
 	if len(cs) >= 2 && cs[0].n > termBudget {
-		return []string{cs[0].term, cs[1].term}, []int{cs[0].n, cs[1].n}, true, nil
+		kept, dfs = kept[:0], dfs[:0]
+		for _, c := range cs[:min(len(cs), allTerms)] {
+			kept = append(kept, c.term)
+			dfs = append(dfs, c.n)
+		}
+		return kept, dfs, true, nil
 	}
 	return kept, dfs, false, nil
 }

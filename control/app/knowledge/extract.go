@@ -3,13 +3,16 @@ package knowledge
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -150,42 +153,272 @@ func extractPDF(data []byte) ([]Page, error) {
 		}
 		return nil, failf("The PDF cannot be read: %v.", err)
 	}
-	fonts := map[string]*pdf.Font{}
-	var out []Page
+	var pages [][]pdfRow
 	for i := 1; i <= r.NumPage(); i++ {
 		p := r.Page(i)
 		if p.V.IsNull() {
+			pages = append(pages, nil)
 			continue
 		}
-		for _, name := range p.Fonts() {
-			if _, ok := fonts[name]; !ok {
-				f := p.Font(name)
-				fonts[name] = &f
-			}
-		}
-		rows, err := p.GetTextByRow()
-		if err != nil {
-			return nil, failf("Page %d of the PDF cannot be read: %v.", i, err)
+		pages = append(pages, pdfRows(pdfGlyphs(p)))
+	}
+	level := pdfOutlineLevels(r.Outline())
+	if level == nil {
+		level = pdfFontLevels(pages)
+	}
+	var out []Page
+	for i, rows := range pages {
+		if rows == nil {
+			continue
 		}
 		var sb strings.Builder
-		for _, row := range rows {
-			for j, w := range row.Content {
-				if j > 0 && !strings.HasSuffix(w.S, " ") && !strings.HasPrefix(w.S, " ") && needsSpace(row.Content[j-1], w) {
-					sb.WriteByte(' ')
-				}
-				sb.WriteString(w.S)
+		for j := 0; j < len(rows); j++ {
+			row := rows[j]
+			if j > 0 && row.gapAbove > 1.6*rows[j-1].size {
+				sb.WriteByte('\n') // a paragraph ends
 			}
+			lvl, n := level(rows, j)
+			if lvl > 0 {
+				title := row.text
+				for k := j + 1; k < j+n; k++ {
+					title += " " + rows[k].text
+				}
+				sb.WriteString("\n" + strings.Repeat("#", lvl) + " " + title + "\n\n")
+				j += n - 1
+				continue
+			}
+			if h, _ := heading(strings.TrimSpace(row.text)); h > 0 {
+				sb.WriteByte('\\') // a body line that reads like a heading stays body text
+			}
+			sb.WriteString(row.text)
 			sb.WriteByte('\n')
 		}
-		out = append(out, Page{N: i, Text: sb.String()})
+		out = append(out, Page{N: i + 1, Text: sb.String()})
 	}
 	return out, nil
 }
 
-// needsSpace tells whether two text runs of a row are apart by more than a small gap.
-func needsSpace(a, b pdf.Text) bool {
-	end := a.X + a.W
-	return b.X-end > a.FontSize*0.15
+// pdfGlyphs returns the glyphs of a page with their fonts and positions. ledongthuc/pdf's
+// Content also gives, after each TJ operator, the glyphs of a "\n" put through the font's
+// encoding: in a subset font (LibreOffice's) that is a letter of the text ("guide" became
+// "guidec"). Walking the content stream again and counting the glyphs each text operator
+// shows finds those and leaves them out; when the counts do not agree, all are kept.
+func pdfGlyphs(p pdf.Page) []pdf.Text {
+	texts := p.Content().Text
+	strm := p.V.Key("Contents")
+	if strm.Kind() == pdf.Null || len(texts) == 0 {
+		return texts
+	}
+	var enc pdf.TextEncoding
+	runes := func(s string) int {
+		if enc == nil {
+			return utf8.RuneCountInString(s)
+		}
+		return utf8.RuneCountInString(enc.Decode(s))
+	}
+	fake := make([]bool, len(texts))
+	i := 0
+	pdf.Interpret(strm, func(stk *pdf.Stack, op string) {
+		args := make([]pdf.Value, stk.Len())
+		for j := len(args) - 1; j >= 0; j-- {
+			args[j] = stk.Pop()
+		}
+		switch op {
+		case "Tf":
+			if len(args) == 2 {
+				f := p.Font(args[0].Name())
+				enc = f.Encoder()
+			}
+		case "Tj", "'", `"`:
+			if len(args) > 0 {
+				i += runes(args[len(args)-1].RawString())
+			}
+		case "TJ":
+			if len(args) != 1 {
+				return
+			}
+			for k := 0; k < args[0].Len(); k++ {
+				if x := args[0].Index(k); x.Kind() == pdf.String {
+					i += runes(x.RawString())
+				}
+			}
+			for n := runes("\n"); n > 0; n-- {
+				if i < len(fake) {
+					fake[i] = true
+				}
+				i++
+			}
+		}
+	})
+	if i != len(texts) {
+		return texts
+	}
+	out := texts[:0:0]
+	for j, t := range texts {
+		if !fake[j] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pdfRow is one line of a PDF page: its glyphs in the content's order, joined.
+type pdfRow struct {
+	text     string
+	y        float64
+	size     float64 // the largest font size of its glyphs
+	chars    int     // glyphs other than spaces
+	bold     int     // of which in a bold font
+	gapAbove float64 // from the row before on the page (0 for the first)
+}
+
+// pdfRows groups a page's glyphs into rows: a glyph on another baseline starts a new row, and a
+// gap wider than a small part of the font size between two glyphs is a space.
+func pdfRows(texts []pdf.Text) []pdfRow {
+	var rows []pdfRow
+	var sb strings.Builder
+	var cur *pdfRow
+	var last pdf.Text
+	flush := func() {
+		if cur != nil {
+			cur.text = strings.TrimSpace(sb.String())
+			if cur.text != "" {
+				if len(rows) > 0 {
+					cur.gapAbove = math.Abs(rows[len(rows)-1].y - cur.y)
+				}
+				rows = append(rows, *cur)
+			}
+		}
+		sb.Reset()
+		cur = nil
+	}
+	for _, t := range texts {
+		if t.S == "" {
+			continue
+		}
+		if cur != nil && math.Abs(t.Y-cur.y) > max(2, 0.3*max(t.FontSize, cur.size)) {
+			flush()
+		}
+		if cur == nil {
+			cur = &pdfRow{y: t.Y}
+		} else if !strings.HasSuffix(last.S, " ") && !strings.HasPrefix(t.S, " ") && needsSpace(last, t) {
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(t.S)
+		if strings.TrimSpace(t.S) != "" {
+			n := utf8.RuneCountInString(strings.TrimSpace(t.S))
+			cur.chars += n
+			cur.size = max(cur.size, t.FontSize)
+			if f := strings.ToLower(t.Font); strings.Contains(f, "bold") || strings.Contains(f, "black") || strings.Contains(f, "heavy") {
+				cur.bold += n
+			}
+		}
+		last = t
+	}
+	flush()
+	return rows
+}
+
+// pdfLevel says whether rows[j] starts a heading: its level (0: body text) and how many rows
+// it takes (a long heading wraps).
+type pdfLevel func(rows []pdfRow, j int) (level, n int)
+
+// pdfOutlineLevels finds headings by the PDF's outline (its bookmarks): a row, or two rows of a
+// wrapped heading, whose words are an outline entry's title is a heading of the entry's depth.
+// Nil when the PDF has no outline.
+func pdfOutlineLevels(o pdf.Outline) pdfLevel {
+	titles := map[string]int{}
+	var walk func(o pdf.Outline, depth int)
+	walk = func(o pdf.Outline, depth int) {
+		for _, c := range o.Child {
+			if k := outlineKey(c.Title); k != "" {
+				if _, ok := titles[k]; !ok {
+					titles[k] = min(depth, 6)
+				}
+			}
+			walk(c, depth+1)
+		}
+	}
+	walk(o, 1)
+	if len(titles) == 0 {
+		return nil
+	}
+	return func(rows []pdfRow, j int) (int, int) {
+		if lvl, ok := titles[outlineKey(rows[j].text)]; ok {
+			return lvl, 1
+		}
+		if j+1 < len(rows) {
+			if lvl, ok := titles[outlineKey(rows[j].text+" "+rows[j+1].text)]; ok {
+				return lvl, 2
+			}
+		}
+		return 0, 0
+	}
+}
+
+// outlineKey is a title's words in lower case.
+func outlineKey(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
+
+// pdfFontLevels finds headings by the look of the text, for a PDF without an outline: the body
+// size is the size most of the text is set in; a short row in a larger size is a heading, the
+// largest size level 1 and so on; a short row all in bold at the body size is a heading below
+// those. Consecutive heading rows of one size are one wrapped heading.
+func pdfFontLevels(pages [][]pdfRow) pdfLevel {
+	bySize := map[float64]int{} // size (to half a point) → glyphs
+	for _, rows := range pages {
+		for _, r := range rows {
+			bySize[math.Round(r.size*2)/2] += r.chars
+		}
+	}
+	body, most := 0.0, -1
+	for s, n := range bySize {
+		if n > most || n == most && s < body {
+			body, most = s, n
+		}
+	}
+	if body == 0 {
+		return func([]pdfRow, int) (int, int) { return 0, 0 }
+	}
+	short := func(r pdfRow) bool {
+		w := len(strings.Fields(r.text))
+		return w >= 1 && w <= 16 && r.chars >= 2
+	}
+	larger := func(r pdfRow) bool { return short(r) && r.size >= body*1.15 }
+	boldLine := func(r pdfRow) bool {
+		return short(r) && r.bold == r.chars && r.size >= body*0.95 && len(strings.Fields(r.text)) <= 12 &&
+			!strings.HasSuffix(r.text, ".") && !strings.HasSuffix(r.text, ":")
+	}
+	var sizes []float64
+	seen := map[float64]bool{}
+	for _, rows := range pages {
+		for _, r := range rows {
+			if s := math.Round(r.size*2) / 2; larger(r) && !seen[s] {
+				seen[s] = true
+				sizes = append(sizes, s)
+			}
+		}
+	}
+	slices.SortFunc(sizes, func(a, b float64) int { return cmp.Compare(b, a) })
+	levelOf := func(r pdfRow) int {
+		if larger(r) {
+			return min(slices.Index(sizes, math.Round(r.size*2)/2)+1, 6)
+		}
+		if boldLine(r) {
+			return min(len(sizes)+1, 6)
+		}
+		return 0
+	}
+	return func(rows []pdfRow, j int) (int, int) {
+		lvl := levelOf(rows[j])
+		if lvl == 0 {
+			return 0, 0
+		}
+		n := 1
+		for j+n < len(rows) && n < 3 && levelOf(rows[j+n]) == lvl && rows[j+n].size == rows[j].size && rows[j+n].gapAbove <= 1.6*rows[j].size {
+			n++
+		}
+		return lvl, n
+	}
 }
 
 // extractHTML keeps the page's main content (readability) as Markdown, headings included. A
@@ -373,4 +606,10 @@ func extractDOCX(data []byte) (string, error) {
 		}
 	}
 	return sb.String(), nil
+}
+
+// needsSpace tells whether two glyphs (or runs) of a row are apart by more than a small gap.
+func needsSpace(a, b pdf.Text) bool {
+	end := a.X + a.W
+	return b.X-end > max(a.FontSize, b.FontSize)*0.15
 }

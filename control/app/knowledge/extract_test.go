@@ -172,3 +172,70 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// TestPDFHeadingPaths: chunks of a PDF carry heading paths, from the outline (bookmarks) when
+// the PDF has one and from the font sizes of its text when it has none, and their pages; no
+// stray letter of the PDF reader is left in the text (fixtures made with LibreOffice, see
+// testdata/README.md).
+func TestPDFHeadingPaths(t *testing.T) {
+	type want struct {
+		page    int
+		heading string
+		body    string // the start of the chunk's text
+	}
+	sections := []want{
+		{1, "", "The E5 is a pump espresso machine with a steam wand and a 2-litre water tank."},
+		{1, "Setting up", "Place the machine on a flat, dry surface at least ten centimetres from the wall."},
+		{1, "Setting up > Filling the tank", "Lift the tank out from the back, fill it with cold filtered water up to the MAX line and slide it back until it clicks."},
+		{1, "Setting up > Priming the pump", "Before the first use, run two full cups of water"},
+		{2, "Cleaning", "Wipe the steam wand with a damp cloth"},
+		{2, "Cleaning > Backflushing", "Once a week, insert the blind basket"},
+		{2, "Cleaning > Descaling the boiler", "Every three months, dissolve one sachet of citric-acid descaler"},
+		{2, "Error codes", "E1 means the tank is empty."},
+	}
+	for _, tc := range []struct {
+		file  string
+		title string // the path's first heading: the title is no bookmark, but it is the largest type
+	}{{"guide-outline.pdf", ""}, {"guide-fonts.pdf", "Espresso machine E5 guide"}} {
+		t.Run(tc.file, func(t *testing.T) {
+			pages, err := knowledge.Extract(testdata(t, tc.file), knowledge.TypePDF, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunks := knowledge.Split(pages, knowledge.ChunkOptions{})
+			if tc.title == "" { // the title line is body text of the first chunk
+				sections[0].body = "Espresso machine E5 guide The E5 is a pump espresso machine"
+			} else {
+				sections[0].body = "The E5 is a pump espresso machine with a steam wand and a 2-litre water tank."
+			}
+			if len(chunks) != len(sections) {
+				for _, c := range chunks {
+					t.Logf("p%d %q %q", c.Page, c.Heading, c.Body)
+				}
+				t.Fatalf("%d chunks, want %d", len(chunks), len(sections))
+			}
+			for i, w := range sections {
+				c := chunks[i]
+				h := w.heading
+				if tc.title != "" {
+					h = strings.TrimSuffix(tc.title+" > "+h, " > ")
+				}
+				if c.Page != w.page || c.Heading != h || !strings.HasPrefix(c.Body, w.body) {
+					t.Errorf("chunk %d: page %d, heading %q, text %q; want page %d, heading %q, text from %q", i, c.Page, c.Heading, c.Body, w.page, h, w.body)
+				}
+			}
+		})
+	}
+	// The kettle manual's PDF (an outline too) gets its sections as well.
+	pages, err := knowledge.Extract(testdata(t, "manual.pdf"), knowledge.TypePDF, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headings []string
+	for _, c := range knowledge.Split(pages, knowledge.ChunkOptions{}) {
+		headings = append(headings, c.Heading)
+	}
+	if got := strings.Join(headings, "|"); got != "|Safety|Descaling|Warranty|Troubleshooting" {
+		t.Errorf("manual.pdf headings %q", got)
+	}
+}

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +149,48 @@ func testKnowledgeIndex(t *testing.T, open Opener) {
 	}
 	_, err := kq.DocumentByID(ctx, d.ID)
 	wantErr(t, "a deleted base's document", err, store.ErrNotFound)
+}
+
+// testKnowledgeCommonTerms: a search whose every term is common (in more chunks than a term
+// may rank) asks for chunks holding several of them, fewer while that finds too little, and at
+// last for either of the two rarest: it still finds chunks when no chunk holds them together.
+func testKnowledgeCommonTerms(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	sc := store.OrgScope(w.org.ID)
+	kq := w.s.Knowledge()
+	kb := must[store.KnowledgeBase](t, "base")(kq.CreateBase(ctx, sc, store.KnowledgeBase{ProjectID: w.p1.ID, Name: "Fruit"}))
+	d := must[store.KnowledgeDocument](t, "document")(kq.CreateDocument(ctx, sc, kb.ID, "fruit.md", store.KnowledgeUpload{Data: []byte("f"), ContentType: "text/markdown"}))
+	var chunks []store.KnowledgeChunk
+	for i := range 270 {
+		chunks = append(chunks,
+			store.KnowledgeChunk{Heading: "Orchards", Body: fmt.Sprintf("Apple orchards grow in long rows, plot %d.", i), Tokens: 9},
+			store.KnowledgeChunk{Heading: "Plantations", Body: fmt.Sprintf("Banana plantations need heat, field %d.", i), Tokens: 8})
+	}
+	chunks = append(chunks, store.KnowledgeChunk{Heading: "Recipes", Body: "An apple and banana smoothie.", Tokens: 6})
+	if err := kq.FinishIndex(ctx, d.ID, store.Indexed{Text: "t", ContentHash: "h", Chunks: chunks}); err != nil {
+		t.Fatal(err)
+	}
+	bases := []store.KnowledgeBaseID{kb.ID}
+	// One chunk holds both: with a limit of 1 it is the answer.
+	hits := must[[]store.KnowledgeHit](t, "search")(kq.Search(ctx, w.org.ID, bases, []string{"apple", "banana"}, 1))
+	if len(hits) != 1 || !strings.Contains(hits[0].Chunk.Body, "smoothie") {
+		t.Fatalf("apple banana, 1: %+v", hits)
+	}
+	// Three are asked for and only one holds both: chunks holding either fill the answer, the
+	// one holding both first.
+	hits = must[[]store.KnowledgeHit](t, "search")(kq.Search(ctx, w.org.ID, bases, []string{"apple", "banana"}, 3))
+	if len(hits) != 3 || !strings.Contains(hits[0].Chunk.Body, "smoothie") {
+		t.Fatalf("apple banana, 3: %+v", hits)
+	}
+	// Common words that chunks hold together: those chunks.
+	hits = must[[]store.KnowledgeHit](t, "search")(kq.Search(ctx, w.org.ID, bases, []string{"banana", "plantations", "heat"}, 3))
+	if len(hits) != 3 {
+		t.Fatalf("banana plantations heat: %d hits", len(hits))
+	}
+	for _, h := range hits {
+		if !strings.Contains(h.Chunk.Body, "Banana plantations need heat") {
+			t.Fatalf("banana plantations heat found %q", h.Chunk.Body)
+		}
+	}
 }

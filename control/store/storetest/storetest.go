@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"StartLookupsScope", testStartLookupsScope},
 		{"KnowledgeScope", testKnowledgeScope}, // issue 16
 		{"KnowledgeIndex", testKnowledgeIndex},
+		{"KnowledgeCommonTerms", testKnowledgeCommonTerms},
 		{"WhatsApp", testWhatsApp}, // issue 19
 	}
 	tests = append(tests, jobsTests...)
