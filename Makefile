@@ -13,7 +13,7 @@ BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
 TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio chromium ffmpeg
 
-.PHONY: help deps deps-test build run test lint bench bench-e2e soak demo fmt clean
+.PHONY: help deps deps-test build run test lint bench bench-e2e bench-campaign-rate soak demo fmt clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ bench: deps ## run the micro-benchmarks of the hot paths (ns/op, allocs/op)
 
 bench-e2e: build ## standard end-to-end benchmark: SIP and WebRTC callers against parley serve and parley fakes (< 5 min); writes bench/results/latest.{json,md,svg}
 	$(GO) run ./cmd/parley-bench --parley $(BIN)/parley --profile standard --out bench/results/latest --command "make bench-e2e"
+
+bench-campaign-rate: ## issue 15: a campaign of 2,000 contacts against sipp UAS; prints starts/s and double dials from sipp's log (SQLite; PostgreSQL too with PARLEY_TEST_DATABASE_URL)
+	$(GO) test -run '^$$' -bench BenchmarkCampaignSippStarts -benchtime 1x -timeout 15m ./control/api/
 
 demo: build ## hear an agent without a vendor account: a scripted call through the real engine and the fakes, recorded to data/demo.wav
 	@scripts/apt-need espeak-ng
