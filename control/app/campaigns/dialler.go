@@ -316,30 +316,28 @@ func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a s
 
 // finishTx is finish in the caller's transaction.
 func (s *Service) finishTx(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
-	{
-		cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+	cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+	if err != nil {
+		return err
+	}
+	retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
+	if retry {
+		cur, err := tx.GetCampaign(ctx, c.ID)
 		if err != nil {
 			return err
 		}
-		retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
-		if retry {
-			cur, err := tx.GetCampaign(ctx, c.ID)
-			if err != nil {
-				return err
-			}
-			retry = cur.Status != store.CampaignCancelled
-		}
-		if retry {
-			next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
-			return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
-		}
-		if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
-			return err
-		}
-		return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
-			"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
-			"attempts": cc.Attempts, "conversation_id": a.ConversationID})
+		retry = cur.Status != store.CampaignCancelled
 	}
+	if retry {
+		next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
+		return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
+	}
+	if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
+		return err
+	}
+	return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+		"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
+		"attempts": cc.Attempts, "conversation_id": a.ConversationID})
 }
 
 // AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
