@@ -13,7 +13,7 @@ BUILD_DEBS := libopus-dev pkg-config gcc
 # External peers the tests drive (CI installs them; locally their tests skip when missing).
 TEST_DEBS  := espeak-ng sox libsox-fmt-all sip-tester baresip kamailio kamailio-tls-modules chromium ffmpeg
 
-.PHONY: help deps deps-test build run test lint bench bench-e2e bench-e2e-srtp bench-rate soak demo fmt clean
+.PHONY: help deps deps-test build run test lint bench bench-e2e bench-e2e-srtp bench-rate bench-campaign-rate soak demo fmt clean
 
 help: ## list every target
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ bench-e2e-srtp: build ## bench-e2e with SRTP (SDES, AES_CM_128_HMAC_SHA1_80) on 
 
 bench-rate: build ## the call-rate ceiling: SIP calls per second in steps (150 to 1000/s) until one fails; writes bench/results/rate.{json,md,svg}
 	$(GO) run ./cmd/parley-bench --parley $(BIN)/parley --profile rate --out bench/results/rate --command "make bench-rate"
+
+bench-campaign-rate: ## issue 15: a campaign of 2,000 contacts against sipp UAS; prints starts/s and double dials from sipp's log (SQLite; PostgreSQL too with PARLEY_TEST_DATABASE_URL)
+	$(GO) test -run '^$$' -bench BenchmarkCampaignSippStarts -benchtime 1x -timeout 15m ./control/api/
 
 demo: build ## hear an agent without a vendor account: a scripted call through the real engine and the fakes, recorded to data/demo.wav
 	@scripts/apt-need espeak-ng

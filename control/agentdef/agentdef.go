@@ -114,6 +114,7 @@ type Agent struct {
 	TurnTaking         TurnTaking        `json:"turn_taking"`
 	MaxDurationSeconds int               `json:"max_duration_seconds"`
 	EndCall            EndCall           `json:"end_call"`
+	DoNotCallTool      bool              `json:"do_not_call_tool"` // issue 15: offer add_to_do_not_call on phone calls
 	Fillers            Fillers           `json:"fillers"`
 	Collected          []Field           `json:"collected"`
 	Analysis           Analysis          `json:"analysis"`
@@ -317,6 +318,7 @@ func Defaults() Definition {
 			TurnTaking:         TurnTaking{EndpointingMS: 600, BargeIn: BargeIn{Enabled: true, MinSpeechMS: 300}, Silence: Silence{TimeoutMS: 10000, Reprompts: 2}, DTMF: DTMF{Terminator: "#", InterDigitTimeoutMS: 2000}},
 			MaxDurationSeconds: 1800,
 			EndCall:            EndCall{Phrases: []string{}},
+			DoNotCallTool:      true,
 			Fillers:            Fillers{AfterMS: 1500, Lines: []string{}},
 			Collected:          []Field{},
 			Analysis:           Analysis{Summary: true, Fields: []Field{}},

@@ -371,7 +371,7 @@ var (
 
 // readSippLog reads a sipp -trace_msg file: for each Call-ID, the time of its first and last
 // message, and the number its INVITE called.
-func readSippLog(t *testing.T, path string) (first, last map[string]time.Time, to map[string]string) {
+func readSippLog(t testing.TB, path string) (first, last map[string]time.Time, to map[string]string) {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("sipp log: %v", err)

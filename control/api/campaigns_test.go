@@ -77,10 +77,33 @@ func testContactsImport(t *testing.T, e engine) {
 	if r.JSON["rows"] != 5.0 || r.JSON["created"] != 2.0 || r.JSON["refused"] != 3.0 {
 		t.Fatalf("import %s", r)
 	}
-	for _, want := range []string{`"row":2,"field":"timezone"`, `"row":3,"field":"number"`, `"row":5,"field":"number","code":"duplicate"`} {
+	for _, want := range []string{`"row":2,"field":"timezone","code":"invalid_value"`, `"row":3,"field":"number"`, `"row":5,"field":"number","code":"duplicate"`} {
 		if !strings.Contains(string(r.Body), want) {
 			t.Errorf("errors lack %s: %s", want, r.Body)
 		}
+	}
+	for _, e := range r.JSON["errors"].([]any) {
+		if typ := e.(map[string]any)["type"]; typ != "https://parley.dev/problems/validation_failed" {
+			t.Errorf("a refused row's problem type: %v", e)
+		}
+	}
+	// A file whose every row is refused (bad time zones, a bad number) is a 422 naming each row
+	// and field, never a 200 that stored nothing.
+	allBad := "number,name,timezone\n+14155550110,Gus,Mars/Olympus\n+14155550111,Hal,Europe/Atlantis\nnope,Ivy,\n"
+	rb := w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/contacts/import", key: kLive, body: []byte(allBad), header: map[string]string{"Content-Type": "text/csv"}})
+	for _, want := range []string{`"pointer":"/rows/1/timezone","code":"invalid_value"`, `"pointer":"/rows/2/timezone"`, `"pointer":"/rows/3/number"`, `"refused":3`, `"rows":3`} {
+		if !strings.Contains(string(rb.Body), want) {
+			t.Errorf("the all-refused import lacks %s: %s", want, rb.Body)
+		}
+	}
+	if l := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/contacts?number=%2B14155550110", key: kLive}); len(l.JSON["data"].([]any)) != 0 {
+		t.Fatalf("a refused row was stored: %s", l)
+	}
+	// Only numbers on the do-not-call list: refused, 422 too, each row named with its own code.
+	w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/do-not-call", key: kLive, body: map[string]any{"number": "+14155550120"}})
+	rb = w.fails(t, 422, fault.CodeValidationFailed, req{method: "POST", path: "/v1/contacts/import", key: kLive, body: []byte("number\n+14155550120\n"), header: map[string]string{"Content-Type": "text/csv"}})
+	if !strings.Contains(string(rb.Body), `"pointer":"/rows/1/number","code":"number_on_do_not_call_list"`) {
+		t.Errorf("the do-not-call row: %s", rb.Body)
 	}
 	l := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/contacts?external_id=crm-1", key: kLive})
 	if d, _ := l.JSON["data"].([]any); len(d) != 1 || d[0].(map[string]any)["name"] != "Lovelace, Ada" {
@@ -193,6 +216,17 @@ func testCampaignRules(t *testing.T, e engine) {
 		body: map[string]any{"contacts": []any{map[string]any{"to_number": "+14155550101", "variables": map[string]any{"customer": "Ada"}}, map[string]any{"to_number": "+14155550102", "variables": map[string]any{"customer": "Bo"}}}}})
 	if add.JSON["added"] != 1.0 || add.JSON["skipped"] != 1.0 {
 		t.Fatalf("add %s", add)
+	}
+	// A bad time zone among added contacts: 422 naming it, and nothing added.
+	before := fmt.Sprint(w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}).JSON["contacts"])
+	if r := w.do(t, req{method: "POST", path: "/v1/campaigns/" + id + "/contacts", key: kLive, body: map[string]any{"contacts": []any{
+		map[string]any{"to_number": "+14155550103", "variables": map[string]any{"customer": "Cy"}},
+		map[string]any{"to_number": "+14155550104", "timezone": "Europe/Atlantis", "variables": map[string]any{"customer": "Di"}}}}}); r.Status != 422 ||
+		r.Code() != fault.CodeValidationFailed || !strings.Contains(string(r.Body), `"/contacts/1/timezone"`) {
+		t.Fatalf("a bad zone among added contacts: %s", r)
+	}
+	if c := w.must(t, http.StatusOK, req{method: "GET", path: "/v1/campaigns/" + id, key: kLive}); fmt.Sprint(c.JSON["contacts"]) != before {
+		t.Fatalf("after a refused add: %v", c.JSON["contacts"])
 	}
 	if r := move("pause"); r.Status != 409 {
 		t.Fatalf("pause a draft: %s", r)

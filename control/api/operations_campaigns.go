@@ -121,6 +121,8 @@ func campaignOperations() []*operation {
 			Description: "The body is the file (Content-Type text/csv, or application/x-ndjson for JSON lines), or multipart/form-data with a part named file. " +
 				"CSV: a header row naming number, name, timezone, external_id, and var.<name> / meta.<name> columns; a byte-order mark, CRLF lines and quoted commas are read. " +
 				"Each row is created, or updates the contact with its external_id, or else its number; importing again makes no duplicates. A row that does not fit is refused and named in errors (row and field) without stopping the others; rows past 10,000 are refused. " +
+				"Each refused row's errors entry carries the code its field would get in a createContact problem (an unknown time zone is invalid_value at timezone, as createContact answers 422 for it) and type, the problem type the row alone would get (validation_failed, or number_on_do_not_call_list). " +
+				"When rows are kept the answer is 200 with the counts and errors; when every row is refused (for example every time zone is unknown) nothing is imported and the answer is 422 validation_failed, errors[] naming each row and field as the pointer /rows/<row>/<field>, with members rows and refused: a bad row is never dropped silently. " +
 				"A binary file is 422 unreadable_import.",
 			Permission: "contacts:write", Changes: true, Multipart: true, MaxBody: importMaxBody,
 			RawMedia: []string{"text/csv", "application/x-ndjson"},

@@ -73,7 +73,7 @@ var sippTransferee = siptest.SippCallee(`
   <recv response="200"/>`)
 
 // freeUDPPort returns a UDP port free on 127.0.0.1; with pair, the next two are free too.
-func freeUDPPort(t *testing.T, pair bool) int {
+func freeUDPPort(t testing.TB, pair bool) int {
 	t.Helper()
 	for range 50 {
 		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

@@ -189,6 +189,9 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 			o.Tools = runner
 		}
 	}
+	if r := doNotCallFor(rt.store, rt.log, c, def, &o.Agent, o.Tools); r != nil { // issue 15
+		o.Tools = r
+	}
 	if voice {
 		sttName, ttsName := provider(def.Agent.STT.Provider, rt.o.DefaultSTT), provider(def.Agent.TTS.Provider, rt.o.DefaultTTS)
 		o.Vendors.STT, o.Vendors.TTS = strings.ToLower(sttName), strings.ToLower(ttsName)

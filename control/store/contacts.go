@@ -154,8 +154,25 @@ type UpsertResult struct {
 	Created  []bool
 }
 
-// upsertChunk bounds the rows of one statement (PostgreSQL takes at most 65535 arguments; SQLite finds a numbered argument by a scan, so a statement of many costs their square).
+// upsertChunk bounds the rows of one statement on SQLite, which finds a numbered argument by a
+// scan, so a statement of many costs their square.
 const upsertChunk = 100
+
+// upsertChunkPG is the chunk on PostgreSQL, where a chunk's lists and columns travel as a few
+// array arguments.
+const upsertChunkPG = 1000
+
+// contactColsC are contactCols of the table named c.
+var contactColsC = "c." + strings.ReplaceAll(contactCols, ", ", ", c.")
+
+// anyStrings turns a list of strings held as values into a []string (an array argument).
+func anyStrings(vs []any) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.(string)
+	}
+	return out
+}
 
 // Upsert stores contacts in project p of the scope: one whose external id, or else whose
 // number, the project has already replaces that contact's values (keeping its id); the others
@@ -170,8 +187,12 @@ func (r Contacts) Upsert(ctx context.Context, sc Scope, p ProjectID, cs []Contac
 		}
 		res = UpsertResult{Contacts: make([]Contact, len(cs)), Created: make([]bool, len(cs))}
 		now := q.s.timeNow()
-		for start := 0; start < len(cs); start += upsertChunk {
-			end := min(start+upsertChunk, len(cs))
+		chunk := upsertChunk
+		if q.s.d.name != SQLite {
+			chunk = upsertChunkPG
+		}
+		for start := 0; start < len(cs); start += chunk {
+			end := min(start+chunk, len(cs))
 			if err := q.Contacts().upsertChunk(ctx, sc, p, cs[start:end], now, res.Contacts[start:end], res.Created[start:end]); err != nil {
 				return err
 			}
@@ -190,7 +211,12 @@ func (r Contacts) upsertChunk(ctx context.Context, sc Scope, p ProjectID, cs []C
 			exts = append(exts, c.ExternalID)
 		}
 	}
-	args := []any{string(sc.Org), string(p)}
+	// The project was read under the scope in this transaction, so project_id alone keeps to
+	// the organization. Two selects, each on its own unique index: with "number IN … OR
+	// external_id IN …" (or an org_id condition) PostgreSQL, whose statistics still see the
+	// table empty during a first import, filtered every contact of the project for each chunk
+	// (5.4 s for 10,000 rows).
+	args := []any{string(p)}
 	in := func(vals []any) string {
 		ph := make([]string, len(vals))
 		for i, v := range vals {
@@ -199,12 +225,19 @@ func (r Contacts) upsertChunk(ctx context.Context, sc Scope, p ProjectID, cs []C
 		}
 		return strings.Join(ph, ", ")
 	}
-	where := "number IN (" + in(nums) + ")"
+	query := `SELECT ` + contactCols + ` FROM contacts WHERE project_id = $1 AND number IN (` + in(nums) + `)`
 	if len(exts) > 0 {
-		where += " OR external_id IN (" + in(exts) + ")"
+		query += ` UNION ALL SELECT ` + contactCols + ` FROM contacts WHERE project_id = $1 AND external_id IN (` + in(exts) + `)`
 	}
-	existing, err := list(ctx, r.q, "find contacts to update",
-		`SELECT `+contactCols+` FROM contacts WHERE org_id = $1 AND project_id = $2 AND (`+where+`)`, args, scanContact)
+	if r.q.s.d.name != SQLite {
+		// PostgreSQL: one array argument per list, joined to the table, so each value is one
+		// probe of its unique index whatever the statistics say and the plan does not depend
+		// on the list's length.
+		args = []any{string(p), anyStrings(nums), anyStrings(exts)}
+		query = `SELECT ` + contactColsC + ` FROM unnest($2::text[]) AS k(v) JOIN contacts c ON c.project_id = $1 AND c.number = k.v
+			UNION ALL SELECT ` + contactColsC + ` FROM unnest($3::text[]) AS k(v) JOIN contacts c ON c.project_id = $1 AND c.external_id = k.v`
+	}
+	existing, err := list(ctx, r.q, "find contacts to update", query, args, scanContact)
 	if err != nil {
 		return err
 	}
@@ -248,9 +281,36 @@ func (r Contacts) upsertChunk(ctx context.Context, sc Scope, p ProjectID, cs []C
 	}
 	if len(gone) > 0 {
 		args = nil
-		if _, err := r.q.exec(ctx, "replace contacts", `DELETE FROM contacts WHERE id IN (`+in(gone)+`)`, args...); err != nil {
+		del := `DELETE FROM contacts WHERE id IN (` + in(gone) + `)`
+		if r.q.s.d.name != SQLite {
+			del, args = `DELETE FROM contacts WHERE id = ANY($1::uuid[])`, []any{anyStrings(gone)}
+		}
+		if _, err := r.q.exec(ctx, "replace contacts", del, args...); err != nil {
 			return err
 		}
+	}
+	if r.q.s.d.name != SQLite {
+		// PostgreSQL: one array per column, so the statement is the same for every chunk and
+		// costs no per-row planning.
+		cols := make([][]string, 11)
+		for i := range cols {
+			cols[i] = make([]string, len(out))
+		}
+		for i, c := range out {
+			for k, v := range []string{string(c.ID), string(c.OrgID), string(c.ProjectID), c.Number, c.Name, c.Timezone,
+				c.ExternalID, string(c.Variables), string(c.Metadata), ts(c.CreatedAt), ts(c.UpdatedAt)} {
+				cols[k][i] = v
+			}
+		}
+		args = make([]any, len(cols))
+		for i := range cols {
+			args[i] = cols[i]
+		}
+		_, err = r.q.exec(ctx, "upsert contacts", `INSERT INTO contacts (`+contactCols+`)
+			SELECT id::uuid, org_id::uuid, project_id::uuid, number, name, timezone, NULLIF(external_id, ''), variables::jsonb, metadata::jsonb, created_at::timestamptz, updated_at::timestamptz
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+			AS r(id, org_id, project_id, number, name, timezone, external_id, variables, metadata, created_at, updated_at)`, args...)
+		return err
 	}
 	args = nil
 	rows := make([]string, len(out))

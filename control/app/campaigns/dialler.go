@@ -130,8 +130,9 @@ func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) 
 	if err != nil {
 		return err
 	}
+	var open []store.CampaignContact
 	for _, cc := range due {
-		if free == 0 {
+		if len(open) == free {
 			break
 		}
 		loc := zoneOf(cc.Timezone, org.Timezone)
@@ -141,24 +142,37 @@ func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) 
 			}
 			continue
 		}
-		err := s.Store.Tx(ctx, func(tx *store.Tx) error {
+		open = append(open, cc)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	// The tick's leases, each with its job, commit together: one transaction per tick, not
+	// per contact. A contact another tick took meanwhile is left out (its lease is a
+	// conditional update that changes nothing, not an error).
+	leased := 0
+	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
+		leased = 0
+		for _, cc := range open {
 			a, err := tx.LeaseCampaignAttempt(ctx, cc, now)
+			if errors.Is(err, store.ErrConflict) {
+				continue // another tick took it
+			}
 			if err != nil {
 				return err
 			}
 			payload, _ := json.Marshal(AttemptPayload{ConversationID: a.ConversationID})
-			_, _, err = tx.EnqueueJob(ctx, store.NewJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5})
-			return err
-		})
-		if errors.Is(err, store.ErrConflict) {
-			continue // another tick took it
+			if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}); err != nil {
+				return err
+			}
+			leased++
 		}
-		if err != nil {
-			return err
-		}
-		free--
-		res.Leased++
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	res.Leased += leased
 	return nil
 }
 
@@ -258,24 +272,37 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 	if err != nil {
 		return 0, err
 	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	// The tick's settles commit together, one transaction per tick. One that finds its
+	// attempt settled meanwhile is left out (a conditional update that changes nothing).
 	n := 0
-	for _, t := range todo {
-		a := t.Attempt
-		switch {
-		case a.State == store.AttemptLeased: // its job never made the conversation: nothing was dialled
-			err = s.Store.GiveBackAttempt(ctx, a, "the worker went away before dialling", nil, now)
-		case t.ConvStatus == store.ConvInProgress:
-			err = s.Store.MarkContactInCall(ctx, a, now)
-		default:
-			err = s.finish(ctx, c, st, a, outcomeOf(t.EndReason), t.EndReason, now)
+	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
+		n = 0
+		for _, t := range todo {
+			a := t.Attempt
+			var err error
+			switch {
+			case a.State == store.AttemptLeased: // its job never made the conversation: nothing was dialled
+				err = tx.GiveBackAttempt(ctx, a, "the worker went away before dialling", nil, now)
+			case t.ConvStatus == store.ConvInProgress:
+				err = tx.MarkContactInCall(ctx, a, now)
+			default:
+				err = s.finishTx(ctx, tx, c, st, a, outcomeOf(t.EndReason), t.EndReason, now)
+			}
+			if errors.Is(err, store.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			n++
 		}
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n++
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -284,30 +311,33 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 // left (queued, its next attempt after the growing delay), or the contact's final state with
 // a contact_finished event.
 func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
-	return s.Store.Tx(ctx, func(tx *store.Tx) error {
-		cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+	return s.Store.Tx(ctx, func(tx *store.Tx) error { return s.finishTx(ctx, tx, c, st, a, outcome, detail, now) })
+}
+
+// finishTx is finish in the caller's transaction.
+func (s *Service) finishTx(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
+	cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+	if err != nil {
+		return err
+	}
+	retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
+	if retry {
+		cur, err := tx.GetCampaign(ctx, c.ID)
 		if err != nil {
 			return err
 		}
-		retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
-		if retry {
-			cur, err := tx.GetCampaign(ctx, c.ID)
-			if err != nil {
-				return err
-			}
-			retry = cur.Status != store.CampaignCancelled
-		}
-		if retry {
-			next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
-			return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
-		}
-		if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
-			return err
-		}
-		return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
-			"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
-			"attempts": cc.Attempts, "conversation_id": a.ConversationID})
-	})
+		retry = cur.Status != store.CampaignCancelled
+	}
+	if retry {
+		next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
+		return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
+	}
+	if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
+		return err
+	}
+	return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+		"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
+		"attempts": cc.Attempts, "conversation_id": a.ConversationID})
 }
 
 // AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
@@ -348,12 +378,8 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	default: // paused: the contact waits for the resume
 		return giveBack("the campaign was "+c.Status, nil)
 	}
-	// Checked again at dial time: the do-not-call list and the calling hours.
-	if on, err := s.Store.OnDoNotCall(ctx, org.ID, cc.ToNumber); err != nil {
-		return err
-	} else if on {
-		return s.skip(ctx, c, a, cc, store.ContactSkippedDNC, fault.CodeDoNotCall, now)
-	}
+	// Checked again at dial time: the calling hours here, the do-not-call list with the start
+	// rules below (CheckCall answers number_on_do_not_call_list: the contact is skipped).
 	loc := zoneOf(cc.Timezone, org.Timezone)
 	if !st.CallingHours.Open(now, loc) {
 		next := st.CallingHours.NextOpening(now, loc)

@@ -15,6 +15,7 @@ import (
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jsoncheck"
+	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -31,8 +32,9 @@ const (
 type ImportError struct {
 	Row    int    `json:"row" doc:"The row's number: 1 is the first row of data (after a CSV header), or the first line of JSON lines." jsonschema:"minimum=1"`
 	Field  string `json:"field" doc:"The column or member that does not fit; empty for the whole row."`
-	Code   string `json:"code"`
+	Code   string `json:"code" doc:"What is wrong with the field: the code a createContact problem's errors[] would give it (invalid_format, invalid_value, …), or duplicate, malformed, too_many_rows, number_on_do_not_call_list."`
 	Detail string `json:"detail"`
+	Type   string `json:"type" doc:"The problem type the row alone would get from createContact: https://parley.dev/problems/validation_failed (422) for a field that does not fit (a bad number, an unknown time zone, …) or a row that repeats an earlier one, https://parley.dev/problems/number_on_do_not_call_list (409) for a number on the list." jsonschema:"format=uri"`
 }
 
 // ImportResult is the answer of an import.
@@ -132,7 +134,16 @@ func (s *Service) Import(ctx context.Context, act app.Actor, projectID *string, 
 		}
 		cs = append(cs, r.contact)
 	}
+	for i := range res.Errors {
+		res.Errors[i].Type = problem.TypeBase + fault.CodeValidationFailed
+		if res.Errors[i].Code == fault.CodeDoNotCall {
+			res.Errors[i].Type = problem.TypeBase + fault.CodeDoNotCall
+		}
+	}
 	if len(cs) == 0 {
+		if res.Refused > 0 {
+			return res, refusedAll(res)
+		}
 		return res, nil
 	}
 	return app.Change(ctx, s.Store, act, func(tx *store.Tx, au *app.Audit) (ImportResult, error) {
@@ -151,6 +162,24 @@ func (s *Service) Import(ctx context.Context, act app.Actor, projectID *string, 
 		return out, au.Record("contacts.imported", "project", string(p.ID), p.ID, map[string]any{
 			"rows": out.Rows, "created": out.Created, "updated": out.Updated, "refused": out.Refused})
 	})
+}
+
+// refusedAll is the answer of an import that keeps no row because every row was refused: 422
+// validation_failed, errors[] naming each row and field (pointer /rows/<row>/<field>), and the
+// counts as members rows and refused. A file of bad rows is never a 200 that stored nothing.
+func refusedAll(res ImportResult) *fault.Error {
+	ps := make([]jsoncheck.Problem, len(res.Errors))
+	for i, e := range res.Errors {
+		ptr := fmt.Sprintf("/rows/%d", e.Row)
+		if e.Field != "" {
+			ptr += "/" + jsoncheck.EscapePointer(e.Field)
+		}
+		ps[i] = jsoncheck.Problem{Pointer: ptr, Code: e.Code, Detail: fmt.Sprintf("Row %d: %s", e.Row, e.Detail)}
+	}
+	fe := app.Invalid(ps...)
+	fe.Detail = fmt.Sprintf("Every row was refused (%d of %d); nothing was imported. %s", res.Refused, res.Rows, fe.Detail)
+	fe.Extra = map[string]any{"rows": res.Rows, "refused": res.Refused}
+	return fe
 }
 
 // onDNC returns which of the rows' numbers are on the organization's do-not-call list.
