@@ -349,18 +349,17 @@ func (q *Queries) DisableReceiver(ctx context.Context, id ReceiverID, reason str
 	return err
 }
 
-// fanOut makes the deliveries of e, one per receiver of its project and mode that hears it,
-// each with its job. It runs in the transaction that records e.
-func (q *Queries) fanOut(ctx context.Context, e Event) error {
-	if e.ProjectID == "" || e.Type == WebhookTestEvent {
-		return nil
-	}
-	rs, err := list(ctx, q, "receivers of an event",
-		`SELECT `+receiverCols+` FROM webhook_receivers WHERE project_id = $1 AND mode = $2 AND disabled_at IS NULL`,
-		[]any{string(e.ProjectID), string(e.Mode)}, scanReceiver)
-	if err != nil {
-		return err
-	}
+// fansOut reports whether an event may have deliveries: it belongs to a project and is not a
+// test event (which goes to the receiver tested only).
+func fansOut(e Event) bool { return e.ProjectID != "" && e.Type != WebhookTestEvent }
+
+// receiversOfEvent reads the enabled receivers of a project ($1) and mode ($2), who may hear its
+// events.
+const receiversOfEvent = `SELECT ` + receiverCols + ` FROM webhook_receivers WHERE project_id = $1 AND mode = $2 AND disabled_at IS NULL`
+
+// deliverTo makes the deliveries of e, one per receiver of rs that hears it, each with its job.
+// It runs in the transaction that records e.
+func (q *Queries) deliverTo(ctx context.Context, e Event, rs []Receiver) error {
 	for _, r := range rs {
 		if r.Hears(e.Type, e.AgentID) {
 			if _, err := q.CreateDelivery(ctx, r.ID, e); err != nil {
