@@ -20,6 +20,7 @@ var webhookTests = []struct {
 	{"WebhookFanOut", testWebhookFanOut},
 	{"WebhookDeliveries", testWebhookDeliveries},
 	{"WebhookRecordSettled", testWebhookRecordSettled},
+	{"EventsPurge", testEventsPurge},
 	{"EventsList", testEventsList},
 }
 
@@ -390,4 +391,64 @@ func testWebhookRecordSettled(t *testing.T, open Opener) {
 	}
 	next := time.Now()
 	wantErr(t, "a pending outcome", w.s.RecordSettled(ctx, []store.SettledAttempt{settle(ds[1].ID, store.AttemptOutcome{Status: store.DeliveryPending, NextAt: &next})}), store.ErrInvalid)
+}
+
+// testEventsPurge: PurgeEvents removes the events made before the cut (the node runs it with
+// the cut 30 days back) and the settled deliveries made before it, with their attempts; an
+// event with a delivery still pending is kept with that delivery until it settles; newer
+// events and deliveries stay.
+func testEventsPurge(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live := liveScope(w)
+	r := must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"}))
+	emit := func(typ string) store.Event {
+		return must[store.Event](t, "event")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive, Type: typ}))
+	}
+	deliveryOf := func(e store.Event) store.DeliveryID {
+		for _, d := range must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100})) {
+			if d.EventID == e.ID {
+				return d.ID
+			}
+		}
+		return ""
+	}
+	delivered := store.AttemptOutcome{Attempt: store.DeliveryAttempt{At: time.Now(), StatusCode: 204}, Status: store.DeliveryDelivered}
+	settledOld := emit("conversation.ended")    // its delivery settles: both go
+	pendingOld := emit("conversation.ended")    // its delivery stays pending: both stay
+	quietOld := emit("conversation.transcript") // no receiver hears it: it goes
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(settledOld), delivered))
+	time.Sleep(5 * time.Millisecond)
+	cut := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	settledNew := emit("conversation.ended") // newer than the cut: stays
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(settledNew), delivered))
+
+	n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, cut))
+	if n != 2 {
+		t.Fatalf("purged %d events, want 2 (the old settled one and the old one nobody hears)", n)
+	}
+	var left []store.EventID
+	for _, e := range must[[]store.Event](t, "events")(w.s.Events().List(ctx, live, store.EventFilter{}, store.Page{Limit: 100})) {
+		left = append(left, e.ID)
+	}
+	if want := []store.EventID{settledNew.ID, pendingOld.ID}; !slices.Equal(left, want) {
+		t.Fatalf("events left %v, want %v (quiet %s, settled %s gone)", left, want, quietOld.ID, settledOld.ID)
+	}
+	ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100}))
+	if len(ds) != 2 || deliveryOf(settledOld) != "" || deliveryOf(pendingOld) == "" || deliveryOf(settledNew) == "" {
+		t.Fatalf("deliveries left %+v", ds)
+	}
+	if _, err := w.s.GetSending(ctx, deliveryOf(pendingOld)); err != nil {
+		t.Fatalf("the pending delivery cannot be sent any more: %v", err)
+	}
+	// Once it settles, the next purge takes it and its event.
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(pendingOld), delivered))
+	if n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, cut)); n != 1 {
+		t.Fatalf("second purge took %d events, want 1", n)
+	}
+	if ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100})); len(ds) != 1 || ds[0].EventID != settledNew.ID {
+		t.Fatalf("deliveries left %+v", ds)
+	}
 }
