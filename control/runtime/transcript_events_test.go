@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,4 +133,63 @@ func TestTranscriptEventsBatched(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkLineAddedWithEvents (issue 14): what recording events costs the voice path. The
+// engine hands each final line to its conversation's persister (LineAdded) on its own
+// goroutine; the persister's goroutine stores the lines and records the conversation.transcript
+// batches (SQLite file). The figures are the caller's side only: mean, p50, p99 and max of one
+// LineAdded, with a line every 200 µs (far more than speech makes) while the writes run (ns/op
+// counts the loop's sleep too; on a busy machine max is the scheduler's).
+//
+//	go test -run '^$' -bench LineAddedWithEvents -benchtime 5000x ./control/runtime/
+func BenchmarkLineAddedWithEvents(b *testing.B) {
+	r := newRig(b)
+	rt := r.node("a", false)
+	c := r.conversation(store.ChannelPhone, store.ModeLive, store.ConvInProgress)
+	p := newPersister(rt, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.start(ctx, func() {})
+	took := make([]time.Duration, 0, b.N)
+	now := time.Now()
+	b.ResetTimer()
+	for i := range b.N {
+		l := session.Line{Seq: c.LastSeq + int64(i) + 1, Role: session.RoleUser, Text: "A final line of speech.", Start: now, End: now}
+		t0 := time.Now()
+		p.LineAdded(l)
+		took = append(took, time.Since(t0))
+		time.Sleep(200 * time.Microsecond)
+	}
+	b.StopTimer()
+	deadline := time.Now().Add(time.Minute)
+	for len(r.lines(c.ID)) < b.N {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d lines stored after a minute", len(r.lines(c.ID)), b.N)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	evs, err := r.st.ListEvents(context.Background(), r.org.ID, store.ModeLive, "", 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batches := 0
+	for _, e := range evs {
+		if e.Type == "conversation.transcript" && e.ConversationID == c.ID {
+			batches++
+		}
+	}
+	if b.N >= 1000 && batches == 0 {
+		b.Fatal("no conversation.transcript recorded while the lines were added")
+	}
+	var sum time.Duration
+	for _, d := range took {
+		sum += d
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(took))/1000, "mean_µs")
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds())/1000, "p50_µs")
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds())/1000, "p99_µs")
+	b.ReportMetric(float64(took[len(took)-1].Nanoseconds())/1000, "max_µs")
+	b.ReportMetric(float64(batches), "transcript_events")
 }
