@@ -573,6 +573,50 @@ func (q *Queries) GetSending(ctx context.Context, id DeliveryID) (Sending, error
 	return s, err
 }
 
+// GetSendings reads several deliveries as GetSending does each, in one query on PostgreSQL
+// (the delivery workers read theirs together). A delivery not found (its receiver deleted) is
+// left out of the map.
+func (q *Queries) GetSendings(ctx context.Context, ids []DeliveryID) (map[DeliveryID]Sending, error) {
+	out := make(map[DeliveryID]Sending, len(ids))
+	if q.s.d.name != Postgres || len(ids) < 2 {
+		for _, id := range ids {
+			snd, err := q.GetSending(ctx, id)
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[id] = snd
+		}
+		return out, nil
+	}
+	arg := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if validID(id) {
+			arg = append(arg, string(id))
+		}
+	}
+	d := "d." + strings.ReplaceAll(deliveryCols, ", ", ", d.")
+	rc := "r." + strings.ReplaceAll(strings.Join(strings.Fields(receiverCols), " "), ", ", ", r.")
+	ec := "e." + strings.ReplaceAll(eventCols, ", ", ", e.")
+	got, err := list(ctx, q, "get deliveries to send",
+		`SELECT `+d+`, `+rc+`, `+ec+` FROM webhook_deliveries d JOIN webhook_receivers r ON r.id = d.receiver_id
+		JOIN events e ON e.id = d.event_id WHERE d.id = ANY($1::text[]::uuid[])`, []any{arg},
+		func(r rowScanner) (Sending, error) {
+			var s Sending
+			err := scanSending(r, &s)
+			return s, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, snd := range got {
+		out[snd.Delivery.ID] = snd
+	}
+	return out, nil
+}
+
 func scanSending(r rowScanner, s *Sending) error {
 	var code *int
 	var events, agents json.RawMessage

@@ -70,6 +70,7 @@ type Service struct {
 	Log      *slog.Logger
 
 	group groupCommit
+	reads groupRead
 }
 
 func (s *Service) now() time.Time {
@@ -436,7 +437,7 @@ func (m Message) Headers(now time.Time) (map[string]string, error) {
 // receiver or the delivery is gone, or the delivery is no longer pending (a resend, once, is
 // sent whatever the status: an attempt in flight when it was asked may have settled it since).
 func (s *Service) Prepare(ctx context.Context, id store.DeliveryID, once bool) (snd store.Sending, m Message, ok bool, err error) {
-	snd, err = s.Store.GetSending(ctx, id)
+	snd, err = s.reads.get(ctx, s, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return snd, m, false, nil
 	}
@@ -463,6 +464,62 @@ func (s *Service) Prepare(ctx context.Context, id store.DeliveryID, once bool) (
 		return snd, m, false, err
 	}
 	return snd, Message{URL: snd.Receiver.URL, ID: string(snd.Delivery.ID), Body: body, secrets: secs}, true, nil
+}
+
+// groupRead reads the deliveries that workers start together in one query (GetSendings), as
+// groupCommit stores their attempts: the first caller reads what is queued, batch after batch,
+// while the others wait for theirs. Idle, a batch is one delivery and one GetSending.
+type groupRead struct {
+	mu      sync.Mutex
+	pending []*readReq
+	leading bool
+}
+
+type readReq struct {
+	id   store.DeliveryID
+	snd  store.Sending
+	err  error
+	done chan struct{}
+}
+
+func (g *groupRead) get(ctx context.Context, s *Service, id store.DeliveryID) (store.Sending, error) {
+	r := &readReq{id: id, done: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	if g.leading {
+		g.mu.Unlock()
+		<-r.done
+		return r.snd, r.err
+	}
+	g.leading = true
+	for len(g.pending) > 0 {
+		n := min(len(g.pending), maxBatch)
+		batch := g.pending[:n:n]
+		g.pending = g.pending[n:]
+		g.mu.Unlock()
+		ids := make([]store.DeliveryID, len(batch))
+		for i, b := range batch {
+			ids[i] = b.id
+		}
+		got, err := s.Store.GetSendings(context.WithoutCancel(ctx), ids)
+		for _, b := range batch {
+			snd, ok := got[b.id]
+			switch {
+			case err != nil:
+				b.err = err
+			case !ok:
+				b.err = fmt.Errorf("webhooks: delivery %s: %w", b.id, store.ErrNotFound)
+			default:
+				b.snd = snd
+			}
+			close(b.done)
+		}
+		g.mu.Lock()
+	}
+	g.leading = false
+	g.mu.Unlock()
+	<-r.done
+	return r.snd, r.err
 }
 
 // Result is how one attempt went.

@@ -342,6 +342,20 @@ func testWebhookRecordSettled(t *testing.T, open Opener) {
 	if len(ds) != 3 {
 		t.Fatalf("%d deliveries, want 3", len(ds))
 	}
+	// GetSendings reads them together; an unknown delivery is left out.
+	unknown := store.DeliveryID("0190a6f0-0000-7000-8000-00000000dead")
+	sends := must[map[store.DeliveryID]store.Sending](t, "GetSendings")(w.s.GetSendings(ctx, []store.DeliveryID{ds[0].ID, ds[1].ID, unknown, ds[2].ID, "not-an-id"}))
+	if len(sends) != 3 {
+		t.Fatalf("GetSendings found %d, want 3", len(sends))
+	}
+	for _, d := range ds {
+		one := must[store.Sending](t, "GetSending")(w.s.GetSending(ctx, d.ID))
+		got := sends[d.ID]
+		if got.Delivery.ID != d.ID || got.Receiver.ID != r.ID || got.Event.ID != d.EventID || got.Receiver.SecretSealed != one.Receiver.SecretSealed ||
+			string(got.Event.Data) != string(one.Event.Data) || got.Delivery.Status != store.DeliveryPending {
+			t.Fatalf("GetSendings %+v, GetSending %+v", got, one)
+		}
+	}
 	settle := func(id store.DeliveryID, o store.AttemptOutcome) store.SettledAttempt {
 		return store.SettledAttempt{DeliveryID: id, Outcome: o}
 	}
