@@ -85,6 +85,33 @@ func (j *Job) CompleteIn(ctx context.Context, tx *store.Tx) error {
 	return nil
 }
 
+// CompleteAllIn is CompleteIn for several jobs at once: the store completes them in one
+// statement where it can (a batch of webhook deliveries recorded in one transaction). It
+// returns one error per job: nil, or one wrapping ErrLeaseLost for a job whose lease was lost,
+// whose own writes in tx the caller must leave out (or roll back). Any other failure is the
+// second result, and tx must roll back.
+func CompleteAllIn(ctx context.Context, tx *store.Tx, js []*Job) ([]error, error) {
+	if len(js) == 0 {
+		return nil, nil
+	}
+	ls := make([]store.JobLease, len(js))
+	for i, j := range js {
+		ls[i] = j.lease
+	}
+	errs, err := tx.CompleteJobs(ctx, ls, js[0].now())
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range js {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("jobs: %s %s: %w: %w", j.Kind, j.ID, ErrLeaseLost, errs[i])
+			continue
+		}
+		j.completed.Store(true)
+	}
+	return errs, nil
+}
+
 // RetryIn queues the job again for at inside tx, recording errText as this attempt's failure,
 // so that the handler's own writes in tx (what the attempt did, when the next one is due) and
 // the rescheduling commit together. It is for handlers that keep their own retry schedule (a

@@ -379,6 +379,12 @@ func (w *Worker) execute(hctx context.Context, j *Job) {
 	case err == nil && j.requeued.Load():
 		w.retried.Add(1)
 		log.DebugContext(rctx, "jobs: the handler queued the job again")
+	case err == nil && j.completed.Load():
+		// The handler completed the job in its own transaction (CompleteIn): nothing to write.
+		// Had that transaction rolled back while the handler still returned nil, the job stays
+		// running until its lease runs out and is run again: its effect is not lost.
+		w.done.Add(1)
+		log.DebugContext(rctx, "jobs: done (completed by the handler)")
 	case err == nil:
 		if cerr := w.o.Store.CompleteJob(rctx, j.lease, now); cerr != nil {
 			if errors.Is(cerr, store.ErrConflict) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ func TestWorker(t *testing.T) {
 		{"BusWakeUp", testBusWakeUp},
 		{"ConcurrencyAndCleanStop", testConcurrencyAndStop},
 		{"DrainTimeout", testDrainTimeout},
+		{"CompletedByHandler", testCompletedByHandler},
 	}
 	engines(t, func(t *testing.T, open opener) {
 		for _, tc := range tests {
@@ -589,5 +591,74 @@ func TestRegisterMistakes(t *testing.T) {
 	w.Every("unregistered", time.Minute)
 	if err := w.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "unregistered") {
 		t.Errorf("Run with a periodic kind that has no handler: %v", err)
+	}
+}
+
+// testCompletedByHandler: a job the handler completes in its own Tx (CompleteIn, or
+// CompleteAllIn for several) is done with that Tx; the worker writes nothing more. A handler
+// whose completing Tx rolled back but which still returns nil has its job run again once the
+// lease runs out: the effect that rolled back is not lost.
+func testCompletedByHandler(t *testing.T, open opener) {
+	s := open(t)
+	if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE effects (job_id TEXT NOT NULL, attempt INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	errRollback := errors.New("roll back")
+	w := newWorker(s, jobs.Options{Lease: time.Second, PollInterval: 100 * time.Millisecond})
+	w.Register("effect", func(ctx context.Context, j *jobs.Job) error {
+		err := s.Tx(ctx, func(tx *store.Tx) error {
+			if _, err := tx.SQL().ExecContext(ctx, `INSERT INTO effects (job_id, attempt) VALUES (`+placeholder(s, 1)+`, `+placeholder(s, 2)+`)`,
+				string(j.ID), j.Attempt); err != nil {
+				return err
+			}
+			errs, err := jobs.CompleteAllIn(ctx, tx, []*jobs.Job{j})
+			if err != nil || errs[0] != nil {
+				return fmt.Errorf("complete: %v %v", err, errs)
+			}
+			if string(j.Payload) == `{"fail_first": true}` && j.Attempt == 1 {
+				return errRollback // the handler's bug: it drops the error below
+			}
+			return nil
+		})
+		if errors.Is(err, errRollback) {
+			return nil
+		}
+		return err
+	})
+	run(t, w)
+	ok, _, err := w.Queue().Enqueue(t.Context(), store.NewJob{Kind: "effect"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, _, err := w.Queue().Enqueue(t.Context(), store.NewJob{Kind: "effect", Payload: json.RawMessage(`{"fail_first": true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitState(t, s, ok.ID, store.JobDone)
+	if done.Attempts != 1 || done.LeaseOwner != w.Owner() {
+		t.Fatalf("job %+v", done)
+	}
+	again := waitState(t, s, lost.ID, store.JobDone)
+	if again.Attempts != 2 {
+		t.Fatalf("the job whose completion rolled back: %+v, want done at attempt 2", again)
+	}
+	rows, err := s.DB().QueryContext(t.Context(), `SELECT job_id, attempt FROM effects ORDER BY job_id, attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s/%d", id, n))
+	}
+	want := []string{string(ok.ID) + "/1", string(lost.ID) + "/2"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("effects %v, want %v (each once, the rolled-back one at its second attempt)", got, want)
 	}
 }

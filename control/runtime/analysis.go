@@ -130,17 +130,20 @@ func (b *transcriptBatcher) flush(ctx context.Context, p *persister, ending bool
 		p.mu.Unlock()
 		return nil
 	}
-	c := p.conv
-	data := events.TranscriptData{Object: "conversation_transcript", ConversationID: string(c.ID), Lines: events.LinesOf(b.held)}
-	err := p.rt.store.Tx(ctx, func(tx *store.Tx) error {
-		_, err := events.Emit(ctx, tx, events.Of(events.ConversationTranscript, c), data)
-		return err
-	})
+	err := p.rt.store.Tx(ctx, func(tx *store.Tx) error { return transcriptBatch(ctx, tx, p.conv, b.held) })
 	if err != nil {
 		return err
 	}
 	b.held, b.last = nil, time.Now()
 	return nil
+}
+
+// transcriptBatch records conversation.transcript carrying lines (final false): a voice
+// conversation's lines of about the last second, or a chat turn's lines, stored at once.
+func transcriptBatch(ctx context.Context, tx *store.Tx, c store.Conversation, lines []store.ConversationLine) error {
+	_, err := events.Emit(ctx, tx, events.Of(events.ConversationTranscript, c),
+		events.TranscriptData{Object: "conversation_transcript", ConversationID: string(c.ID), Lines: events.LinesOf(lines)})
+	return err
 }
 
 // finalTranscript records, with a conversation's end, conversation.transcript carrying the

@@ -334,6 +334,12 @@ func (rt *Runtime) saveChat(l *chatLease, sess *session.Conversation, sink *chat
 		if err := tx.SaveChat(ctx, l.conv.ID, l.holder, upd); err != nil {
 			return err
 		}
+		if len(rows) > 0 {
+			// issue 14: a chat turn, stored at once, is one conversation.transcript batch.
+			if err := transcriptBatch(ctx, tx, l.conv, rows); err != nil {
+				return err
+			}
+		}
 		if ended == "" {
 			return nil
 		}

@@ -44,15 +44,33 @@ func (q *Queries) InsertEvent(ctx context.Context, e Event) (Event, error) {
 		return Event{}, err
 	}
 	e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), q.s.timeNow()
-	_, err = q.exec(ctx, "insert event",
-		`INSERT INTO events (`+eventCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
-		nullText(e.AgentID), data, ts(e.CreatedAt))
-	if err != nil {
-		return Event{}, err
-	}
+	args := []any{string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
+		nullText(e.AgentID), data, ts(e.CreatedAt)}
+	const insert = `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	// issue 14: the deliveries to the receivers that hear it commit with it.
-	if err := q.fanOut(ctx, e); err != nil {
+	err = q.atomic(ctx, func(q *Queries) error {
+		if !fansOut(e) {
+			_, err := q.exec(ctx, "insert event", insert, args...)
+			return err
+		}
+		var rs []Receiver
+		if q.s.d.name == Postgres {
+			// The event and the read of its project's receivers in one round trip.
+			// The same query as receiversOfEvent, on the INSERT's $3 (project) and $4 (mode).
+			rs, err = list(ctx, q, "insert event and read its receivers",
+				`WITH e AS (`+insert+`) SELECT `+receiverCols+` FROM webhook_receivers WHERE project_id = $3 AND mode = $4 AND disabled_at IS NULL`,
+				args, scanReceiver)
+		} else {
+			if _, err = q.exec(ctx, "insert event", insert, args...); err == nil {
+				rs, err = list(ctx, q, "receivers of an event", receiversOfEvent, []any{string(e.ProjectID), string(e.Mode)}, scanReceiver)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return q.deliverTo(ctx, e, rs)
+	})
+	if err != nil {
 		return Event{}, err
 	}
 	return e, nil

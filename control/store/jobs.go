@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -344,6 +345,53 @@ func (q *Queries) CompleteJob(ctx context.Context, l JobLease, at time.Time) err
 		return err
 	}
 	return lostLease("complete job", l)
+}
+
+// CompleteJobs marks done the jobs held under ls, as CompleteJob does each, and returns one
+// error per lease: nil, or ErrConflict when the lease was lost. Call it on the Tx that makes the
+// jobs' effects. On PostgreSQL one statement completes them all (a batch of webhook
+// deliveries costs one round trip, not one per job); only a lease that statement did not find
+// held is looked at again, one by one, to tell a repeat from a lost lease.
+func (q *Queries) CompleteJobs(ctx context.Context, ls []JobLease, at time.Time) ([]error, error) {
+	errs := make([]error, len(ls))
+	if len(ls) == 0 {
+		return errs, nil
+	}
+	held := make(map[JobLease]bool, len(ls))
+	if q.s.d.name == Postgres && len(ls) > 1 {
+		ids := make([]string, len(ls))
+		owners := make([]string, len(ls))
+		attempts := make([]int64, len(ls))
+		for i, l := range ls {
+			if !validID(l.ID) {
+				return nil, fmt.Errorf("store: %w: job id %q", ErrInvalid, l.ID)
+			}
+			ids[i], owners[i], attempts[i] = string(l.ID), l.Owner, int64(l.Attempt)
+		}
+		got, err := list(ctx, q, "complete jobs",
+			`UPDATE jobs SET state = 'done', finished_at = $4, updated_at = $4, lease_expires_at = NULL
+			FROM unnest($1::text[]::uuid[], $2::text[], $3::int[]) AS v(id, owner, attempt)
+			WHERE jobs.id = v.id AND jobs.state = 'running' AND jobs.lease_owner = v.owner AND jobs.attempts = v.attempt
+			RETURNING jobs.id, jobs.lease_owner, jobs.attempts`,
+			[]any{ids, owners, attempts, ts(normTime(at))},
+			func(r rowScanner) (l JobLease, err error) { err = r.Scan(&l.ID, &l.Owner, &l.Attempt); return l, err })
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range got {
+			held[l] = true
+		}
+	}
+	for i, l := range ls {
+		if !held[l] {
+			err := q.CompleteJob(ctx, l, at)
+			if err != nil && !errors.Is(err, ErrConflict) {
+				return nil, err
+			}
+			errs[i] = err
+		}
+	}
+	return errs, nil
 }
 
 // FailJob records that the attempt held under l failed with errText: the job is queued again

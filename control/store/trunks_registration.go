@@ -139,7 +139,7 @@ func (s *Store) RecordRegistrationState(ctx context.Context, trunk Trunk, st Reg
 			d["error"] = st.Error
 		}
 		if st.ExpiresAt != nil {
-			d["expires_at"] = st.ExpiresAt.UTC()
+			d["expires_at"] = ts(*st.ExpiresAt) // six fractional digits, as every instant of the API
 		}
 		data, _ := json.Marshal(d)
 		for _, t := range targets {

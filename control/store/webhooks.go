@@ -349,18 +349,17 @@ func (q *Queries) DisableReceiver(ctx context.Context, id ReceiverID, reason str
 	return err
 }
 
-// fanOut makes the deliveries of e, one per receiver of its project and mode that hears it,
-// each with its job. It runs in the transaction that records e.
-func (q *Queries) fanOut(ctx context.Context, e Event) error {
-	if e.ProjectID == "" || e.Type == WebhookTestEvent {
-		return nil
-	}
-	rs, err := list(ctx, q, "receivers of an event",
-		`SELECT `+receiverCols+` FROM webhook_receivers WHERE project_id = $1 AND mode = $2 AND disabled_at IS NULL`,
-		[]any{string(e.ProjectID), string(e.Mode)}, scanReceiver)
-	if err != nil {
-		return err
-	}
+// fansOut reports whether an event may have deliveries: it belongs to a project and is not a
+// test event (which goes to the receiver tested only).
+func fansOut(e Event) bool { return e.ProjectID != "" && e.Type != WebhookTestEvent }
+
+// receiversOfEvent reads the enabled receivers of a project ($1) and mode ($2), who may hear its
+// events.
+const receiversOfEvent = `SELECT ` + receiverCols + ` FROM webhook_receivers WHERE project_id = $1 AND mode = $2 AND disabled_at IS NULL`
+
+// deliverTo makes the deliveries of e, one per receiver of rs that hears it, each with its job.
+// It runs in the transaction that records e.
+func (q *Queries) deliverTo(ctx context.Context, e Event, rs []Receiver) error {
 	for _, r := range rs {
 		if r.Hears(e.Type, e.AgentID) {
 			if _, err := q.CreateDelivery(ctx, r.ID, e); err != nil {
@@ -423,6 +422,21 @@ func (q *Queries) CreateDelivery(ctx context.Context, rid ReceiverID, e Event) (
 	now := q.s.timeNow()
 	d := Delivery{ID: newID[DeliveryID](), ReceiverID: rid, EventID: e.ID, EventType: e.Type, Status: DeliveryPending,
 		NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now}
+	if q.s.d.name == Postgres {
+		// The delivery and its job in one statement: one round trip per receiver of an event.
+		payload, _ := json.Marshal(deliveryPayload{DeliveryID: d.ID})
+		_, err := q.exec(ctx, "create delivery and its job",
+			`WITH d AS (
+				INSERT INTO webhook_deliveries (id, receiver_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, 'pending', 0, $5, $5, $5))
+			INSERT INTO jobs (id, kind, payload, state, next_attempt_at, attempts, max_attempts, created_at, updated_at)
+			VALUES ($6, $7, $8, 'queued', $5, 0, $9, $5, $5)`,
+			string(d.ID), string(rid), string(e.ID), e.Type, ts(now), string(newID[JobID]()), WebhookDeliverKind, string(payload), WebhookJobAttempts)
+		if err == nil {
+			q.noteEnqueued(WebhookDeliverKind)
+		}
+		return d, err
+	}
 	err := q.atomic(ctx, func(q *Queries) error {
 		if _, err := q.exec(ctx, "create delivery",
 			`INSERT INTO webhook_deliveries (id, receiver_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
@@ -559,6 +573,50 @@ func (q *Queries) GetSending(ctx context.Context, id DeliveryID) (Sending, error
 	return s, err
 }
 
+// GetSendings reads several deliveries as GetSending does each, in one query on PostgreSQL
+// (the delivery workers read theirs together). A delivery not found (its receiver deleted) is
+// left out of the map.
+func (q *Queries) GetSendings(ctx context.Context, ids []DeliveryID) (map[DeliveryID]Sending, error) {
+	out := make(map[DeliveryID]Sending, len(ids))
+	if q.s.d.name != Postgres || len(ids) < 2 {
+		for _, id := range ids {
+			snd, err := q.GetSending(ctx, id)
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[id] = snd
+		}
+		return out, nil
+	}
+	arg := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if validID(id) {
+			arg = append(arg, string(id))
+		}
+	}
+	d := "d." + strings.ReplaceAll(deliveryCols, ", ", ", d.")
+	rc := "r." + strings.ReplaceAll(strings.Join(strings.Fields(receiverCols), " "), ", ", ", r.")
+	ec := "e." + strings.ReplaceAll(eventCols, ", ", ", e.")
+	got, err := list(ctx, q, "get deliveries to send",
+		`SELECT `+d+`, `+rc+`, `+ec+` FROM webhook_deliveries d JOIN webhook_receivers r ON r.id = d.receiver_id
+		JOIN events e ON e.id = d.event_id WHERE d.id = ANY($1::text[]::uuid[])`, []any{arg},
+		func(r rowScanner) (Sending, error) {
+			var s Sending
+			err := scanSending(r, &s)
+			return s, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, snd := range got {
+		out[snd.Delivery.ID] = snd
+	}
+	return out, nil
+}
+
 func scanSending(r rowScanner, s *Sending) error {
 	var code *int
 	var events, agents json.RawMessage
@@ -598,11 +656,7 @@ type AttemptOutcome struct {
 // RecordAttempt stores an attempt of delivery id and its outcome. Call it on the Tx that
 // completes or reschedules the delivery's job.
 func (q *Queries) RecordAttempt(ctx context.Context, id DeliveryID, o AttemptOutcome) (Delivery, error) {
-	a := o.Attempt
-	// An answer's body is whatever the receiver sent: kept as UTF-8 text without NULs, which
-	// PostgreSQL's text refuses.
-	a.Body = truncateText(strings.ReplaceAll(strings.ToValidUTF8(a.Body, "\uFFFD"), "\x00", "\uFFFD"), MaxAttemptBody)
-	a.Error = truncateText(strings.ToValidUTF8(a.Error, "\uFFFD"), maxJobError)
+	a := cleanAttempt(o.Attempt)
 	var code any
 	if a.StatusCode != 0 {
 		code = a.StatusCode
@@ -628,6 +682,80 @@ func (q *Queries) RecordAttempt(ctx context.Context, id DeliveryID, o AttemptOut
 		return err
 	})
 	return d, err
+}
+
+// SettledAttempt is the last attempt of a delivery: its outcome is delivered or failed.
+type SettledAttempt struct {
+	DeliveryID DeliveryID
+	Outcome    AttemptOutcome
+}
+
+// RecordSettled stores, as RecordAttempt does each, attempts that settle their deliveries
+// (delivered or failed, no next attempt). Call it on the Tx that completes the deliveries' jobs.
+// On PostgreSQL one statement updates every delivery and inserts every attempt, so that a
+// batch of deliveries costs one round trip; a retry (pending) is recorded with RecordAttempt.
+func (q *Queries) RecordSettled(ctx context.Context, as []SettledAttempt) error {
+	for _, x := range as {
+		if x.Outcome.Status != DeliveryDelivered && x.Outcome.Status != DeliveryFailed {
+			return fmt.Errorf("store: %w: delivery %s: %q does not settle it", ErrInvalid, x.DeliveryID, x.Outcome.Status)
+		}
+		if !validID(x.DeliveryID) {
+			return notFound("delivery", x.DeliveryID)
+		}
+	}
+	seen := make(map[DeliveryID]bool, len(as))
+	dup := false
+	for _, x := range as {
+		dup = dup || seen[x.DeliveryID]
+		seen[x.DeliveryID] = true
+	}
+	// One delivery twice in a batch (a resend settling with the attempt it followed) is
+	// recorded attempt by attempt: the statement below would number both attempts alike.
+	if q.s.d.name != Postgres || len(as) < 2 || dup {
+		for _, x := range as {
+			if _, err := q.RecordAttempt(ctx, x.DeliveryID, x.Outcome); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	n := len(as)
+	ids, statuses, ats, bodies, errTexts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	codes, durs := make([]int64, n), make([]int64, n)
+	for i, x := range as {
+		a := cleanAttempt(x.Outcome.Attempt)
+		ids[i], statuses[i], ats[i], bodies[i], errTexts[i] = string(x.DeliveryID), x.Outcome.Status, ts(normTime(a.At)), a.Body, a.Error
+		codes[i], durs[i] = int64(a.StatusCode), a.DurationMS
+	}
+	res, err := q.exec(ctx, "record settled delivery attempts",
+		`WITH v AS (
+			SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::int[], $4::text[]::timestamptz[], $5::bigint[], $6::text[], $7::text[])
+				AS v(id, status, code, at, dur, body, err)),
+		d AS (
+			UPDATE webhook_deliveries w SET attempts = w.attempts + 1, status = v.status, next_attempt_at = NULL,
+				last_status_code = NULLIF(v.code, 0), updated_at = $8,
+				delivered_at = CASE WHEN v.status = 'delivered' THEN $8::timestamptz ELSE w.delivered_at END
+			FROM v WHERE w.id = v.id RETURNING w.id, w.attempts)
+		INSERT INTO webhook_attempts (delivery_id, n, at, status_code, duration_ms, response_body, error)
+		SELECT d.id, d.attempts, v.at, NULLIF(v.code, 0), v.dur, v.body, v.err FROM d JOIN v ON v.id = d.id`,
+		ids, statuses, codes, ats, durs, bodies, errTexts, ts(q.s.timeNow()))
+	if err != nil {
+		return err
+	}
+	if got, err := res.RowsAffected(); err != nil {
+		return q.s.wrap("record settled delivery attempts", err)
+	} else if got != int64(n) {
+		return fmt.Errorf("store: record settled delivery attempts: %w: %d of %d deliveries found", ErrNotFound, got, n)
+	}
+	return nil
+}
+
+// cleanAttempt makes an attempt storable: an answer's body is whatever the receiver sent, kept
+// as UTF-8 text without NULs (which PostgreSQL's text refuses), cut to MaxAttemptBody.
+func cleanAttempt(a DeliveryAttempt) DeliveryAttempt {
+	a.Body = truncateText(strings.ReplaceAll(strings.ToValidUTF8(a.Body, "\uFFFD"), "\x00", "\uFFFD"), MaxAttemptBody)
+	a.Error = truncateText(strings.ToValidUTF8(a.Error, "\uFFFD"), maxJobError)
+	return a
 }
 
 // PurgeEvents deletes the events and the deliveries (with their attempts) made before before:

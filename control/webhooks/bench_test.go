@@ -1,13 +1,18 @@
 package webhooks_test
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,19 +57,64 @@ func newBenchReceiver(b *testing.B) *benchReceiver {
 	return r
 }
 
-func benchEngines(b *testing.B, fn func(b *testing.B, open func(testing.TB) *store.Store)) {
+// serverCPU measures the CPU a store's server spends for the benchmark: nothing for SQLite (it
+// runs in the process), and for PostgreSQL the CPU of the backends serving the store's
+// connections (found by their application_name, read from /proc: the server runs on this
+// machine). The server's shared processes (WAL writer, checkpointer) are not counted.
+type serverCPU func() time.Duration
+
+func benchEngines(b *testing.B, fn func(b *testing.B, open func(testing.TB) *store.Store, server serverCPU)) {
 	b.Run("sqlite", func(b *testing.B) {
-		fn(b, func(t testing.TB) *store.Store { return openStore(t, store.Options{DataDir: b.TempDir()}) })
+		fn(b, func(t testing.TB) *store.Store { return openStore(t, store.Options{DataDir: b.TempDir()}) }, nil)
 	})
 	b.Run("postgres", func(b *testing.B) {
 		base := pgURLForBench(b)
 		if base == "" {
 			b.Skip("no PostgreSQL (PARLEY_TEST_DATABASE_URL)")
 		}
+		app := "parley_bench_" + randHex(4)
 		fn(b, func(t testing.TB) *store.Store {
-			return openStore(t, store.Options{URL: pgSchema(t, base), MaxConns: 16})
-		})
+			return openStore(t, store.Options{URL: pgSchema(t, base) + "&application_name=" + app, MaxConns: 16})
+		}, pgBackendCPU(b, base, app))
 	})
+}
+
+// pgBackendCPU returns the CPU used so far by the PostgreSQL backends whose application_name is
+// app (0 when it cannot be read).
+func pgBackendCPU(b *testing.B, base, app string) serverCPU {
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { admin.Close() })
+	return func() time.Duration {
+		rows, err := admin.Query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+		if err != nil {
+			return 0
+		}
+		defer rows.Close()
+		var total time.Duration
+		for rows.Next() {
+			var pid int
+			if rows.Scan(&pid) != nil {
+				continue
+			}
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			// Fields after the command's closing parenthesis: utime and stime are the 12th and
+			// 13th, in clock ticks (100 per second on Linux).
+			f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+			if len(f) < 13 {
+				continue
+			}
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			total += time.Duration(u+s) * 10 * time.Millisecond
+		}
+		return total
+	}
 }
 
 func benchWorld(b *testing.B, st *store.Store) (*world, *benchReceiver, string) {
@@ -75,9 +125,13 @@ func benchWorld(b *testing.B, st *store.Store) (*world, *benchReceiver, string) 
 }
 
 func BenchmarkDeliveryThroughput(b *testing.B) {
-	benchEngines(b, func(b *testing.B, open func(testing.TB) *store.Store) {
+	benchEngines(b, func(b *testing.B, open func(testing.TB) *store.Store, server serverCPU) {
 		w, r, _ := benchWorld(b, open(b))
 		ctx := context.Background()
+		var srv0 time.Duration
+		if server != nil {
+			srv0 = server()
+		}
 		b.ResetTimer()
 		cpu0 := cpuTime()
 		start := time.Now()
@@ -111,11 +165,14 @@ func BenchmarkDeliveryThroughput(b *testing.B) {
 		// busy shared machine the wall-clock rate says more about the neighbours; this says
 		// what 2 free cores would sustain (2 s / cpu_µs).
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_µs/delivery")
+		if server != nil {
+			b.ReportMetric(float64((server()-srv0).Microseconds())/float64(b.N), "pg_cpu_µs/delivery")
+		}
 	})
 }
 
 func BenchmarkEventToDelivery(b *testing.B) {
-	benchEngines(b, func(b *testing.B, open func(testing.TB) *store.Store) {
+	benchEngines(b, func(b *testing.B, open func(testing.TB) *store.Store, _ serverCPU) {
 		w, r, _ := benchWorld(b, open(b))
 		ctx := context.Background()
 		lat := make([]time.Duration, 0, b.N)

@@ -112,8 +112,7 @@ func (s *Sender) Handle(ctx context.Context, j *jobs.Job) error {
 		// The worker stops or lost the lease: this attempt does not count; the job runs again.
 		return fmt.Errorf("webhooks: delivery %s: %w", id, context.Cause(ctx))
 	}
-	_, err = s.Service.Record(ctx, j, snd, r, once)
-	return err
+	return s.Service.Record(ctx, j, snd, r, once)
 }
 
 // post makes one attempt.

@@ -27,6 +27,28 @@ func init() {
 	Register(FormAbandoned, "A form-filling conversation ended before every required collected field was filled; data carries what was collected. Not in the default set.", FormAbandonedData{}, OptIn())
 	Register(ConversationDeleted, "A conversation was deleted with DELETE /v1/conversations/{conversation_id}; data is the conversation as it was.", ConversationData{})
 	Register(WebhookTest, "Sent by POST /v1/webhooks/{receiver_id}/test to that receiver only.", WebhookTestData{}, Direct())
+	// Written by the store itself (Store.RecordRegistrationState), which cannot register it.
+	Register(TrunkRegistrationEvent, "A node's SIP registration of a trunk changed state or registrar; sent to every project with numbers on the trunk (live mode).", TrunkRegistrationData{})
+}
+
+// TrunkRegistrationEvent is the type of the event the store writes when a node's SIP
+// registration of a trunk changes.
+const TrunkRegistrationEvent = "trunk.registration"
+
+// TrunkRegistrationData is the data of trunk.registration.
+type TrunkRegistrationData struct {
+	Trunk     string    `json:"trunk" doc:"The trunk's name."`
+	TrunkID   string    `json:"trunk_id" jsonschema:"format=uuid"`
+	Node      string    `json:"node" doc:"The node whose binding changed."`
+	State     string    `json:"state" jsonschema:"enum=registering,enum=registered,enum=failed,enum=unregistered"`
+	Registrar string    `json:"registrar" doc:"The registrar the node registers with (sip:host[:port])."`
+	Error     string    `json:"error,omitempty" doc:"Why the registration failed, when it did."`
+	ExpiresAt *app.Time `json:"expires_at,omitempty" doc:"When the binding expires, while registered."`
+}
+
+// SchemaDoc describes the object in the document.
+func (TrunkRegistrationData) SchemaDoc() string {
+	return "A node's SIP registration of a trunk, as it now is."
 }
 
 // ConversationData is the data of the conversation.* events: the conversation as it was when

@@ -30,6 +30,7 @@ var jobsTests = []struct {
 	{"Jobs/Purge", testJobsPurge},
 	{"Jobs/ClaimConcurrent", testJobsClaimConcurrent},
 	{"Jobs/Refused", testJobsRefused},
+	{"Jobs/CompleteMany", testJobsCompleteMany},
 }
 
 // t0 is a fixed instant the job tests claim at, far from the store's own clock.
@@ -512,4 +513,71 @@ func testJobsRefused(t *testing.T, open Opener) {
 	}
 	_, err := s.GetJob(ctx, "not-a-uuid")
 	wantErr(t, "GetJob bad id", err, store.ErrNotFound)
+}
+
+// testJobsCompleteMany: CompleteJobs completes the jobs still held under their leases in one
+// call, says which leases were lost, accepts a repeat, and writes nothing of a rolled-back Tx.
+func testJobsCompleteMany(t *testing.T, open Opener) {
+	s := migrated(t, open)
+	ctx := t.Context()
+	for range 4 {
+		enqueue(t, s, store.NewJob{Kind: "k", RunAt: jobT0})
+	}
+	got := claim(t, s, "w1", jobT0, 10*time.Second, 10)
+	if len(got) != 4 {
+		t.Fatalf("claimed %d jobs, want 4", len(got))
+	}
+	// Every lease of w1 runs out and w2 takes the jobs.
+	taken := claim(t, s, "w2", jobT0.Add(time.Minute), 10*time.Second, 10)
+	if len(taken) != 4 {
+		t.Fatalf("w2 claimed %d, want 4 (every lease ran out)", len(taken))
+	}
+	// w1 lost all four. w2's leases of three of them complete (first in a rolled-back Tx, then
+	// for real, one of them twice); w1's stale lease of the fourth is refused.
+	ls := []store.JobLease{taken[0].Lease(), taken[1].Lease(), taken[2].Lease(), got[3].Lease()}
+	errRollback := fmt.Errorf("roll back")
+	err := s.Tx(ctx, func(tx *store.Tx) error {
+		errs, err := tx.CompleteJobs(ctx, ls, jobT0.Add(time.Minute))
+		if err != nil {
+			return err
+		}
+		if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+			t.Errorf("held leases: %v", errs)
+		}
+		wantErr(t, "a lost lease", errs[3], store.ErrConflict)
+		return errRollback
+	})
+	if err != errRollback {
+		t.Fatalf("Tx: %v", err)
+	}
+	if j := getJob(t, s, taken[0].ID); j.State != store.JobRunning {
+		t.Fatalf("a rolled-back completion stuck: %+v", j)
+	}
+	if _, err := s.CompleteJobs(ctx, ls[2:3], jobT0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := s.CompleteJobs(ctx, ls, jobT0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("held leases and a repeat: %v", errs)
+	}
+	wantErr(t, "a lost lease", errs[3], store.ErrConflict)
+	for i, l := range ls[:3] {
+		j := getJob(t, s, l.ID)
+		want := jobT0.Add(2 * time.Minute)
+		if i == 2 {
+			want = jobT0.Add(time.Minute) // completed before: the repeat changes nothing
+		}
+		if j.State != store.JobDone || j.LeaseOwner != "w2" || j.FinishedAt == nil || !j.FinishedAt.Equal(want) {
+			t.Fatalf("job %d: %+v", i, j)
+		}
+	}
+	if j := getJob(t, s, got[3].ID); j.State != store.JobRunning || j.LeaseOwner != "w2" {
+		t.Fatalf("the job whose lease was lost: %+v", j)
+	}
+	if errs, err := s.CompleteJobs(ctx, nil, jobT0); err != nil || len(errs) != 0 {
+		t.Fatalf("no leases: %v %v", errs, err)
+	}
 }

@@ -19,6 +19,8 @@ var webhookTests = []struct {
 	{"WebhookReceivers", testWebhookReceivers},
 	{"WebhookFanOut", testWebhookFanOut},
 	{"WebhookDeliveries", testWebhookDeliveries},
+	{"WebhookRecordSettled", testWebhookRecordSettled},
+	{"EventsPurge", testEventsPurge},
 	{"EventsList", testEventsList},
 }
 
@@ -320,5 +322,147 @@ func testEventsList(t *testing.T, open Opener) {
 	n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, time.Now().Add(time.Minute)))
 	if n != 4 {
 		t.Fatalf("purged %d events, want 4", n)
+	}
+}
+
+// testWebhookRecordSettled: RecordSettled stores the last attempts of several deliveries at once,
+// as RecordAttempt does each; a delivery named twice gets two attempts; an unknown delivery
+// fails the call and a pending outcome is refused.
+func testWebhookRecordSettled(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live := liveScope(w)
+	r := must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"}))
+	for range 3 {
+		must[store.Event](t, "event")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive,
+			Type: "conversation.ended", Data: json.RawMessage(`{"id": "x"}`)}))
+	}
+	ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 10}))
+	if len(ds) != 3 {
+		t.Fatalf("%d deliveries, want 3", len(ds))
+	}
+	// GetSendings reads them together; an unknown delivery is left out.
+	unknown := store.DeliveryID("0190a6f0-0000-7000-8000-00000000dead")
+	sends := must[map[store.DeliveryID]store.Sending](t, "GetSendings")(w.s.GetSendings(ctx, []store.DeliveryID{ds[0].ID, ds[1].ID, unknown, ds[2].ID, "not-an-id"}))
+	if len(sends) != 3 {
+		t.Fatalf("GetSendings found %d, want 3", len(sends))
+	}
+	for _, d := range ds {
+		one := must[store.Sending](t, "GetSending")(w.s.GetSending(ctx, d.ID))
+		got := sends[d.ID]
+		if got.Delivery.ID != d.ID || got.Receiver.ID != r.ID || got.Event.ID != d.EventID || got.Receiver.SecretSealed != one.Receiver.SecretSealed ||
+			string(got.Event.Data) != string(one.Event.Data) || got.Delivery.Status != store.DeliveryPending {
+			t.Fatalf("GetSendings %+v, GetSending %+v", got, one)
+		}
+	}
+	settle := func(id store.DeliveryID, o store.AttemptOutcome) store.SettledAttempt {
+		return store.SettledAttempt{DeliveryID: id, Outcome: o}
+	}
+	at := time.Now().Add(-time.Second).Truncate(time.Microsecond)
+	ok := store.AttemptOutcome{Attempt: store.DeliveryAttempt{At: at, StatusCode: 204, DurationMS: 7}, Status: store.DeliveryDelivered}
+	gone := store.AttemptOutcome{Attempt: store.DeliveryAttempt{At: at, StatusCode: 410, DurationMS: 9, Body: "bye\x00\xff", Error: "answered 410"}, Status: store.DeliveryFailed}
+	refused := store.AttemptOutcome{Attempt: store.DeliveryAttempt{At: at, Error: "connection refused"}, Status: store.DeliveryFailed}
+	err := w.s.Tx(ctx, func(tx *store.Tx) error {
+		return tx.RecordSettled(ctx, []store.SettledAttempt{settle(ds[0].ID, ok), settle(ds[1].ID, gone), settle(ds[2].ID, refused)})
+	})
+	if err != nil {
+		t.Fatalf("RecordSettled: %v", err)
+	}
+	byID := map[store.DeliveryID]store.Delivery{}
+	for _, d := range must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 10})) {
+		byID[d.ID] = d
+	}
+	d0, d1, d2 := byID[ds[0].ID], byID[ds[1].ID], byID[ds[2].ID]
+	if d0.Status != store.DeliveryDelivered || d0.Attempts != 1 || d0.DeliveredAt == nil || d0.NextAttemptAt != nil || d0.LastStatusCode != 204 ||
+		len(d0.AttemptList) != 1 || d0.AttemptList[0].N != 1 || d0.AttemptList[0].StatusCode != 204 || d0.AttemptList[0].DurationMS != 7 || !d0.AttemptList[0].At.Equal(at) {
+		t.Fatalf("delivered %+v", d0)
+	}
+	if d1.Status != store.DeliveryFailed || d1.DeliveredAt != nil || d1.LastStatusCode != 410 || len(d1.AttemptList) != 1 ||
+		d1.AttemptList[0].Body != "bye\uFFFD\uFFFD" || d1.AttemptList[0].Error != "answered 410" {
+		t.Fatalf("gone %+v", d1)
+	}
+	if d2.Status != store.DeliveryFailed || d2.LastStatusCode != 0 || len(d2.AttemptList) != 1 || d2.AttemptList[0].StatusCode != 0 ||
+		d2.AttemptList[0].Error != "connection refused" {
+		t.Fatalf("refused %+v", d2)
+	}
+	// A delivery named twice in one call (a resend settling with the attempt it followed).
+	if err := w.s.RecordSettled(ctx, []store.SettledAttempt{settle(ds[0].ID, ok), settle(ds[0].ID, ok)}); err != nil {
+		t.Fatal(err)
+	}
+	ds0 := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{Status: store.DeliveryDelivered}, store.Page{Limit: 10}))
+	if len(ds0) != 1 || ds0[0].Attempts != 3 || len(ds0[0].AttemptList) != 3 || ds0[0].AttemptList[2].N != 3 {
+		t.Fatalf("after two more attempts %+v", ds0)
+	}
+	// Nothing of a call that names an unknown delivery is kept.
+	missing := store.DeliveryID("0190a6f0-0000-7000-8000-00000000beef")
+	err = w.s.Tx(ctx, func(tx *store.Tx) error {
+		return tx.RecordSettled(ctx, []store.SettledAttempt{settle(ds[1].ID, ok), settle(missing, ok)})
+	})
+	wantErr(t, "an unknown delivery", err, store.ErrNotFound)
+	if d := must[store.Sending](t, "GetSending")(w.s.GetSending(ctx, ds[1].ID)); d.Delivery.Attempts != 1 || d.Delivery.Status != store.DeliveryFailed {
+		t.Fatalf("after a failed call %+v", d.Delivery)
+	}
+	next := time.Now()
+	wantErr(t, "a pending outcome", w.s.RecordSettled(ctx, []store.SettledAttempt{settle(ds[1].ID, store.AttemptOutcome{Status: store.DeliveryPending, NextAt: &next})}), store.ErrInvalid)
+}
+
+// testEventsPurge: PurgeEvents removes the events made before the cut (the node runs it with
+// the cut 30 days back) and the settled deliveries made before it, with their attempts; an
+// event with a delivery still pending is kept with that delivery until it settles; newer
+// events and deliveries stay.
+func testEventsPurge(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	box := hooksBox(t)
+	live := liveScope(w)
+	r := must[store.Receiver](t, "Create")(w.s.Receivers().Create(ctx, box, live, store.NewReceiver{ProjectID: w.p1.ID, Mode: store.ModeLive, URL: "https://x.example", Secret: "whsec_eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"}))
+	emit := func(typ string) store.Event {
+		return must[store.Event](t, "event")(w.s.InsertEvent(ctx, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive, Type: typ}))
+	}
+	deliveryOf := func(e store.Event) store.DeliveryID {
+		for _, d := range must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100})) {
+			if d.EventID == e.ID {
+				return d.ID
+			}
+		}
+		return ""
+	}
+	delivered := store.AttemptOutcome{Attempt: store.DeliveryAttempt{At: time.Now(), StatusCode: 204}, Status: store.DeliveryDelivered}
+	settledOld := emit("conversation.ended")    // its delivery settles: both go
+	pendingOld := emit("conversation.ended")    // its delivery stays pending: both stay
+	quietOld := emit("conversation.transcript") // no receiver hears it: it goes
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(settledOld), delivered))
+	time.Sleep(5 * time.Millisecond)
+	cut := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	settledNew := emit("conversation.ended") // newer than the cut: stays
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(settledNew), delivered))
+
+	n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, cut))
+	if n != 2 {
+		t.Fatalf("purged %d events, want 2 (the old settled one and the old one nobody hears)", n)
+	}
+	var left []store.EventID
+	for _, e := range must[[]store.Event](t, "events")(w.s.Events().List(ctx, live, store.EventFilter{}, store.Page{Limit: 100})) {
+		left = append(left, e.ID)
+	}
+	if want := []store.EventID{settledNew.ID, pendingOld.ID}; !slices.Equal(left, want) {
+		t.Fatalf("events left %v, want %v (quiet %s, settled %s gone)", left, want, quietOld.ID, settledOld.ID)
+	}
+	ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100}))
+	if len(ds) != 2 || deliveryOf(settledOld) != "" || deliveryOf(pendingOld) == "" || deliveryOf(settledNew) == "" {
+		t.Fatalf("deliveries left %+v", ds)
+	}
+	if _, err := w.s.GetSending(ctx, deliveryOf(pendingOld)); err != nil {
+		t.Fatalf("the pending delivery cannot be sent any more: %v", err)
+	}
+	// Once it settles, the next purge takes it and its event.
+	must[store.Delivery](t, "settle")(w.s.RecordAttempt(ctx, deliveryOf(pendingOld), delivered))
+	if n := must[int64](t, "PurgeEvents")(w.s.PurgeEvents(ctx, cut)); n != 1 {
+		t.Fatalf("second purge took %d events, want 1", n)
+	}
+	if ds := must[[]store.Delivery](t, "list")(w.s.Receivers().ListDeliveries(ctx, live, r.ID, store.DeliveryFilter{}, store.Page{Limit: 100})); len(ds) != 1 || ds[0].EventID != settledNew.ID {
+		t.Fatalf("deliveries left %+v", ds)
 	}
 }
