@@ -15,6 +15,11 @@ import (
 // Internal is the code of an unexpected fault on the service's side.
 const Internal = "internal_error"
 
+// TypeBase prefixes the type URI of each code in a problem document (RFC 9457 §3.1.1). The
+// transport's problem package writes it; the domain names a type with it where an answer lists
+// several problems (an import's refused rows).
+const TypeBase = "https://parley.dev/problems/"
+
 // FieldError names one place in the request that does not fit: Pointer, an RFC 6901 JSON
 // pointer into the JSON body, or Parameter, the name of a query parameter or header.
 type FieldError struct {

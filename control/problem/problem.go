@@ -18,8 +18,9 @@ import (
 	"github.com/parley-voice/parley/control/fault"
 )
 
-// TypeBase prefixes the type URI of each problem code (RFC 9457 §3.1.1).
-const TypeBase = "https://parley.dev/problems/"
+// TypeBase prefixes the type URI of each problem code (RFC 9457 §3.1.1); the domain layer names
+// types through fault.TypeBase, which is the same string.
+const TypeBase = fault.TypeBase
 
 // Document is the JSON body of a problem.
 type Document struct {

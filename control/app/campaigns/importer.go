@@ -15,7 +15,6 @@ import (
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jsoncheck"
-	"github.com/parley-voice/parley/control/problem"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -135,9 +134,9 @@ func (s *Service) Import(ctx context.Context, act app.Actor, projectID *string, 
 		cs = append(cs, r.contact)
 	}
 	for i := range res.Errors {
-		res.Errors[i].Type = problem.TypeBase + fault.CodeValidationFailed
+		res.Errors[i].Type = fault.TypeBase + fault.CodeValidationFailed
 		if res.Errors[i].Code == fault.CodeDoNotCall {
-			res.Errors[i].Type = problem.TypeBase + fault.CodeDoNotCall
+			res.Errors[i].Type = fault.TypeBase + fault.CodeDoNotCall
 		}
 	}
 	if len(cs) == 0 {
