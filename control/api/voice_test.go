@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,7 @@ func testDeleteRemovesUnnamedRecording(t *testing.T, e engine) {
 
 var _ = register(
 	scenario{"TransferDestinationChecked", testTransferDestinationChecked},
+	scenario{"OrgTransferAllow", testOrgTransferAllow},
 	scenario{"DeleteRemovesUnnamedRecording", testDeleteRemovesUnnamedRecording},
 )
 
@@ -176,5 +178,44 @@ func testTransferDestinationChecked(t *testing.T, e engine) {
 	}
 	// Inside the trunk's allow-list: accepted (the fake trunk carries it out).
 	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/transfer", key: kLive, body: map[string]any{"destination": "sip:desk@10.1.2.3"}})
+	w.waitStatus(t, kLive, id, "ended")
+}
+
+// testOrgTransferAllow (issue 22 item 7): the organization's transfer allow-list is what a
+// call whose number has no trunk goes by: the API accepts a transfer into it and refuses, with
+// 422 transfer_destination_not_allowed, one outside it; the runtime hands the list to the
+// media node with the call (DialRequest.TransferAllow), which checks it again.
+func testOrgTransferAllow(t *testing.T, e engine) {
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	ctx := context.Background()
+	if err := w.st.SetOrgTransferAllow(ctx, w.org.ID, []string{"192.168.50.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	agent := w.publishedAgent(t, w.p1.ID, "Reminder", "outbound", channels("phone"))
+	if _, err := w.st.CreatePhoneNumber(ctx, storeNumber(w, agent, "+14155550002", "")); err != nil {
+		t.Fatal(err)
+	}
+	w.api.Conversations.TransferCheck = voicechannels.TransferChecker{Store: w.st}.Check
+	w.dialer.mu.Lock()
+	w.dialer.trunks[""] = true
+	w.dialer.mu.Unlock()
+	r := w.must(t, 201, req{method: "POST", path: "/v1/calls", key: kLive, header: idem("org-xfer"),
+		body: map[string]any{"agent_id": agent, "to_number": "+14155550100", "from_number": "+14155550002", "variables": map[string]any{"customer": "Ada"}}})
+	id := r.Str("id")
+	w.waitStatus(t, kLive, id, "in_progress")
+	w.dialer.mu.Lock()
+	calls := slices.Clone(w.dialer.calls)
+	w.dialer.mu.Unlock()
+	if len(calls) != 1 || !slices.Equal(calls[0].TransferAllow, []string{"192.168.50.0/24"}) {
+		t.Errorf("the media node was not given the organization's list: %+v", calls)
+	}
+	for _, dest := range []string{"sip:desk@10.1.2.3", "sip:desk@192.168.51.1", "sip:desk@127.0.0.1"} {
+		p := w.fails(t, 422, fault.CodeTransferNotAllowed, req{method: "POST", path: "/v1/conversations/" + id + "/transfer", key: kLive, body: map[string]any{"destination": dest}})
+		if !strings.Contains(p.Str("detail"), "not allowed") {
+			t.Errorf("%s: detail %q", dest, p.Str("detail"))
+		}
+	}
+	w.must(t, 202, req{method: "POST", path: "/v1/conversations/" + id + "/transfer", key: kLive, body: map[string]any{"destination": "sip:desk@192.168.50.7"}})
 	w.waitStatus(t, kLive, id, "ended")
 }

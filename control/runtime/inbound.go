@@ -72,6 +72,9 @@ type InboundPlan struct {
 	OnEvent func(CallEvent)
 	// Tap receives the call's audio both ways (the recording); it runs on the media path.
 	Tap func(fromCaller bool, f *media.Frame)
+	// TransferAllow is the organization's transfer allow-list (issue 22 item 7): non-public
+	// networks (CIDRs) the call's transfers may go to, on top of the node's and the trunk's.
+	TransferAllow []string
 }
 
 // TakeInbound decides whether the runtime takes an inbound call, and how: the agent assigned
@@ -186,6 +189,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 				}
 			}
 		},
-		Tap: recordingTap(&rec),
+		Tap:           recordingTap(&rec),
+		TransferAllow: org.TransferAllow,
 	}, nil
 }

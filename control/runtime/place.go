@@ -45,6 +45,9 @@ type DialRequest struct {
 	// runs answering-machine detection on the answer.
 	RingTimeout time.Duration
 	AMD         *AMD
+	// TransferAllow is the organization's transfer allow-list (issue 22 item 7), as in
+	// InboundPlan.
+	TransferAllow []string
 }
 
 // AMD is the answering-machine detection of a call: on a machine, hang up, or wait for the
@@ -212,6 +215,11 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 		},
 	}
 	dr.Tap = recordingTap(&rec)
+	// issue 22 item 7: the organization's transfer allow-list; without it (the store did not
+	// answer) the call's transfers go by the node's and the trunk's lists alone, which refuse more.
+	if org, err := rt.store.GetOrg(l.ctx, c.OrgID); err == nil {
+		dr.TransferAllow = org.TransferAllow
+	}
 	err := rt.o.Dialer.Dial(l.ctx, dr)
 	if err != nil {
 		reason := session.EndFailed
