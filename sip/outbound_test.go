@@ -97,7 +97,7 @@ func TestDialAnswered(t *testing.T) {
 				t.Fatal("no BYE at the callee")
 			}
 			<-call.Done()
-			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventEnded}; !slices.Equal(evs.kinds(), want) {
+			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventHangup, sip.EventEnded}; !slices.Equal(evs.kinds(), want) {
 				t.Errorf("events %v, want %v", evs.kinds(), want)
 			}
 			if call.EndReason() != session.EndAPI {

@@ -122,6 +122,8 @@ type Event struct {
 	Stats CallStats
 	// Redirect is set on EventRedirect (issue 21).
 	Redirect Redirect
+	// End is set on EventHangup and EventEnded: how the call's leg ended (issue 22 item 4).
+	End EndDetail
 }
 
 // TransferEvent describes a transfer in an Event.

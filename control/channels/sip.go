@@ -41,13 +41,20 @@ func Router(rt *runtime.Runtime, maxCalls int) sip.Router {
 					p.OnEvent(runtime.CallEvent{Kind: runtime.CallRinging})
 				case sip.EventInProgress:
 					p.OnEvent(runtime.CallEvent{Kind: runtime.CallInProgress})
+				case sip.EventHangup: // issue 22 item 4: how the leg ended, before the conversation ends
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallHangup, EndReason: ev.EndReason, Outcome: callOutcome(ev.End)})
 				case sip.EventEnded:
-					p.OnEvent(runtime.CallEvent{Kind: runtime.CallEnded, EndReason: ev.EndReason})
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallEnded, EndReason: ev.EndReason, Outcome: callOutcome(ev.End)})
 				}
 			},
 			Tap: p.Tap,
 		}, nil
 	})
+}
+
+// callOutcome is what the conversation records of how its leg ended.
+func callOutcome(d sip.EndDetail) store.CallOutcome {
+	return store.CallOutcome{SIPStatus: d.SIPStatus, Q850Cause: d.Q850, Detail: d.Text}
 }
 
 // orgAllow parses an organization's transfer allow-list (issue 22 item 7; the store keeps it

@@ -54,12 +54,18 @@ const (
 	CallRinging CallEventKind = iota + 1
 	CallInProgress
 	CallEnded
+	// CallHangup says how the call's leg ended (Outcome), before its conversation is ended
+	// (issue 22 item 4: the caller's BYE or CANCEL and its Reason, a media timeout, a
+	// transport error, shutdown).
+	CallHangup
 )
 
-// CallEvent is one status change of a call; EndReason is set on CallEnded.
+// CallEvent is one status change of a call; EndReason is set on CallEnded, Outcome on
+// CallHangup (and CallEnded).
 type CallEvent struct {
 	Kind      CallEventKind
 	EndReason session.EndReason
+	Outcome   store.CallOutcome
 }
 
 // InboundPlan is how the phone channel runs a call the runtime took.
@@ -179,7 +185,10 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 				if sess := l.engine(); sess != nil && rt.o.WebCalls != nil {
 					rt.listenable(l, sess)
 				}
+			case CallHangup:
+				l.p.outcome(ev.Outcome)
 			case CallEnded:
+				l.p.outcome(ev.Outcome)
 				if l.engine() == nil { // refused or cancelled before the conversation started
 					reason := ev.EndReason
 					if reason == "" {
