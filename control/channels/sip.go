@@ -143,6 +143,9 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {
 				r.OnRinging()
 			}
+			if ev.Kind == sip.EventHangup && r.OnHangup != nil { // issue 22 item 4
+				r.OnHangup(callOutcome(ev.End))
+			}
 			if ev.Kind == sip.EventRedirect && r.OnRedirect != nil { // issue 21
 				x := ev.Redirect
 				r.OnRedirect(runtime.Redirect{Status: x.Status, From: x.From, To: x.To, State: x.State, Reason: x.Reason})
