@@ -14,17 +14,20 @@ import (
 // detailRouter answers every call with the engine and keeps, per SIP Call-ID, the end detail
 // of the call's EventHangup and whether it came before the conversation's end reached its sink.
 type detailRouter struct {
-	e       *engine
-	ringFor time.Duration
+	e *engine
 
 	mu      sync.Mutex
+	ringFor time.Duration
 	hangups map[string]sip.EndDetail
 	ended   map[string]sip.EndDetail
 }
 
 func (r *detailRouter) Inbound(ctx context.Context, in sip.InboundCall) (sip.Plan, error) {
 	id := in.CallID
-	return sip.Plan{RingFor: r.ringFor, Conversation: r.e.factory(), OnEvent: func(ev sip.Event) {
+	r.mu.Lock()
+	ringFor := r.ringFor
+	r.mu.Unlock()
+	return sip.Plan{RingFor: ringFor, Conversation: r.e.factory(), OnEvent: func(ev sip.Event) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch ev.Kind {
