@@ -124,9 +124,9 @@ func TestSippSoak(t *testing.T) {
 	midTaken := false
 	t0 := time.Now()
 	take := func() sample {
-		// The fakes of the vendors record every connection and request: forgotten, so that the memory
-		// watched is Parley's. Freed memory is handed back to the OS first, so that RSS shows
-		// what is held, not what the runtime has not returned yet.
+		// The fakes of the vendors record every connection and request: forgotten, so that
+		// the memory watched is Parley's. Freed memory is handed back to the OS first, so that
+		// RSS shows what is held, not what the runtime has not returned yet.
 		eng.dg.Forget()
 		eng.el.Forget()
 		eng.chat.Forget()
