@@ -22,7 +22,8 @@ import (
 // written; A is killed with SIGKILL. Node B (api, worker) notices A gone from the cluster
 // heartbeat, ends the call network_lost, repairs the WAV the crash left (its header sizes) and
 // attaches it; the API serves it, and deleting the conversation removes the file. It is item 9
-// against a real phone as well: the lost node's call ends within seconds, not a 2-minute grace.
+// against a real phone as well (the lost node's call ends within seconds, not a 2-minute
+// grace), and item 10 (the media sockets bind the SIP listener's address).
 func TestPhoneNodeKilledRecording(t *testing.T) {
 	pg := pgSchemaURL(t)
 	redisURL := testenv.RedisURL(t)
@@ -89,6 +90,17 @@ func TestPhoneNodeKilledRecording(t *testing.T) {
 		st, err := os.Stat(wav)
 		return err == nil && st.Size() > 44+2*16000*2*2
 	})
+	// Item 10 on the way: with SIP on 127.0.0.1 the media sockets bind it too (RTP and the
+	// WebRTC mux), and with TLS off the start-up line says nothing of TLS.
+	waitUntil(t, "the call's RTP latched", func() bool { return strings.Contains(a.stderr.String(), "rtp latched") })
+	for _, l := range strings.Split(a.stderr.String(), "\n") {
+		switch {
+		case strings.Contains(l, "rtp latched") && !strings.Contains(l, "local=127.0.0.1:"),
+			strings.Contains(l, "webrtc service listening") && !strings.Contains(l, "udp=127.0.0.1:"),
+			strings.Contains(l, "sip: serving") && strings.Contains(l, "tls="):
+			t.Errorf("node A: %s", l)
+		}
+	}
 	a.cmd.Process.Kill() // SIGKILL: the recording is left as the crash cut it
 	<-a.done
 	var c map[string]any
