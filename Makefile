@@ -41,8 +41,9 @@ test: deps ## run every test with -race (peers missing locally are skipped; PARL
 SOAK_DURATION ?= 10m
 SOAK_RATE     ?= 50
 SOAK_LIMIT    ?= 200
-soak: deps ## the SIP soak (not in make test): the load scenario for SOAK_DURATION with 1% ACK loss and 1% CANCEL races; goroutines and RSS printed every 10 s
-	PARLEY_SOAK=1 PARLEY_SOAK_DURATION=$(SOAK_DURATION) PARLEY_SOAK_RATE=$(SOAK_RATE) PARLEY_SOAK_LIMIT=$(SOAK_LIMIT) \
+SOAK_PROFILES ?=
+soak: deps ## the SIP soak (not in make test): the load scenario for SOAK_DURATION with 1% ACK loss and 1% CANCEL races; goroutines, RSS and heap printed every 10 s; heap profiles at the middle and the end (in SOAK_PROFILES) and their difference printed
+	PARLEY_SOAK=1 PARLEY_SOAK_DURATION=$(SOAK_DURATION) PARLEY_SOAK_RATE=$(SOAK_RATE) PARLEY_SOAK_LIMIT=$(SOAK_LIMIT) PARLEY_SOAK_PROFILES=$(SOAK_PROFILES) \
 		$(GO) test -count=1 -timeout 90m -v -run '^TestSippSoak$$' ./sip/ 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'
 
 lint: ## gofmt check and go vet

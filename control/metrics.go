@@ -11,6 +11,7 @@ import (
 	"github.com/parley-voice/parley/control/runtime"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
+	"github.com/parley-voice/parley/webrtc"
 )
 
 // metrics are the node's Prometheus collectors; each node has its own registry so tests can run
@@ -109,6 +110,26 @@ func (o sipObserver) CallEnded(dir sip.CallDirection, reason session.EndReason, 
 	}
 }
 
+// observeWebRTC adds a browser call's RTP figures to the RTP series, as CallEnded does for a
+// phone call: packets, loss and jitter by direction, received from the service's own count of
+// the page's stream, sent from the page's RTCP receiver reports (issue 22 item 11).
+func (v voiceMetrics) observeWebRTC(st webrtc.MediaStats) {
+	v.rtpPackets.WithLabelValues("sent").Add(float64(st.PacketsSent))
+	v.rtpPackets.WithLabelValues("received").Add(float64(st.PacketsReceived))
+	if st.PacketsLost > 0 {
+		v.rtpLost.WithLabelValues("received").Add(float64(st.PacketsLost))
+	}
+	if st.RemotePacketsLost > 0 {
+		v.rtpLost.WithLabelValues("sent").Add(float64(st.RemotePacketsLost))
+	}
+	if st.PacketsReceived > 0 {
+		v.rtpJitter.WithLabelValues("received").Observe(st.Jitter.Seconds())
+	}
+	if st.RemoteReports > 0 {
+		v.rtpJitter.WithLabelValues("sent").Observe(st.RemoteJitter.Seconds())
+	}
+}
+
 func (o sipObserver) Response(sent bool, status int) {
 	dir := "received"
 	if sent {
@@ -135,6 +156,9 @@ func (w webCallCounter) CreateWebCall(ctx context.Context, r runtime.BrowserCall
 		w.v.active.WithLabelValues("voice").Inc()
 		w.v.starts.WithLabelValues("voice", "inbound").Inc()
 		conv.AfterDone(func() {
+			if ms, ok := port.(interface{ MediaStats() webrtc.MediaStats }); ok {
+				w.v.observeWebRTC(ms.MediaStats())
+			}
 			w.v.active.WithLabelValues("voice").Dec()
 			w.v.ends.WithLabelValues("voice", boundedReason(conv.EndReason())).Inc()
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/llm"
 	"github.com/parley-voice/parley/sip"
+	"github.com/parley-voice/parley/webrtc"
 )
 
 // gathered returns the samples of the registry as "name{label=value,…} value" lines.
@@ -140,7 +141,9 @@ func TestProviderAndWebCallMetrics(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	conv, err := fake.start(context.Background(), nil, nil)
+	port := mediaPort{st: webrtc.MediaStats{PacketsReceived: 500, PacketsLost: 7, Jitter: 4 * time.Millisecond,
+		PacketsSent: 480, RemoteReports: 9, RemotePacketsLost: 3, RemoteJitter: 6 * time.Millisecond}}
+	conv, err := fake.start(context.Background(), port, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +165,27 @@ func TestProviderAndWebCallMetrics(t *testing.T) {
 		"parley_calls_active{channel=voice}":                          0,
 		"parley_call_starts_total{channel=voice,direction=inbound}":   1,
 		"parley_call_ends_total{channel=voice,reason=caller_hung_up}": 1,
+		// The browser call's RTP figures (its port's MediaStats), by direction.
+		"parley_rtp_packets_total{direction=received}":      500,
+		"parley_rtp_packets_total{direction=sent}":          480,
+		"parley_rtp_lost_packets_total{direction=received}": 7,
+		"parley_rtp_lost_packets_total{direction=sent}":     3,
+		"parley_rtp_jitter_seconds{direction=received}":     1,
+		"parley_rtp_jitter_seconds{direction=sent}":         1,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
 		}
 	}
 }
+
+// mediaPort is a browser call's port as the WebRTC service hands it over: its RTP figures.
+type mediaPort struct {
+	session.AudioPort
+	st webrtc.MediaStats
+}
+
+func (p mediaPort) MediaStats() webrtc.MediaStats { return p.st }
 
 // fakeWebCalls keeps the Start of the one browser call it is asked for.
 type fakeWebCalls struct {

@@ -66,6 +66,7 @@ type Call struct {
 	endedAt    time.Time
 	endReason  session.EndReason
 	outcome    Outcome
+	endDetail  EndDetail  // how the primary leg ended (issue 22 item 4)
 	redirects  []Redirect // issue 21: the dial's 3xx steps
 	amd        AMDResult
 	transfer   bool // a transfer is in progress
@@ -194,6 +195,16 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 	case l == primary:
 		if reason == session.EndCallerHungUp && c.dir == Outbound {
 			reason = session.EndCalleeHungUp // the remote party of an outbound call is the callee
+		}
+		// How the leg ended goes out before the conversation is ended, so that the end
+		// stored carries it (issue 22 item 4).
+		if d := l.getEndDetail(); !d.IsZero() {
+			c.mu.Lock()
+			if c.endDetail.IsZero() {
+				c.endDetail = d
+			}
+			c.mu.Unlock()
+			c.emit(Event{Kind: EventHangup, EndReason: reason, End: d})
 		}
 		switch {
 		case through:
@@ -409,7 +420,7 @@ func (c *Call) finish(reason session.EndReason) {
 		c.endedAt = time.Now()
 		c.endReason = reason
 		conv, live := c.conv, c.convLive
-		outcome := c.outcome
+		outcome, detail := c.outcome, c.endDetail
 		c.mu.Unlock()
 		counted := c.s.removeCall(c)
 		// A conversation built but never started (a 200 never acknowledged, a BYE before the
@@ -437,7 +448,7 @@ func (c *Call) finish(reason session.EndReason) {
 		if hook != nil {
 			hook()
 		}
-		c.emit(Event{Kind: EventEnded, EndReason: reason, Outcome: outcome, Stats: st})
+		c.emit(Event{Kind: EventEnded, EndReason: reason, Outcome: outcome, Stats: st, End: detail})
 	})
 }
 

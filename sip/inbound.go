@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/textproto"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo/sip"
@@ -37,7 +38,8 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	// other, not refused as a routing failure.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	if !tx.OnCancel(func(*sip.Request) { cancel() }) {
+	var cancelReq atomic.Pointer[sip.Request] // the caller's CANCEL: its Reason goes in the end detail
+	if !tx.OnCancel(func(r *sip.Request) { cancelReq.Store(r); cancel() }) {
 		cancel() // cancelled already: the INVITE was answered 487
 	}
 	src := messageSource(req)
@@ -238,6 +240,13 @@ func (s *Server) inbound(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	c.attach(l)
 	cleanup := func(reason session.EndReason) {
+		if reason == session.EndCallerHungUp {
+			if r := cancelReq.Load(); r != nil {
+				l.setEndDetail(peerEndDetail(r, "the caller"))
+			} else {
+				l.setEndDetail(EndDetail{Text: "the caller hung up before the answer"})
+			}
+		}
 		l.end(reason, false, "")
 		c.finish(reason)
 	}

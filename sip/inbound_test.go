@@ -60,7 +60,7 @@ func TestInboundCall(t *testing.T) {
 				return ok && ev.EndReason == session.EndCallerHungUp
 			})
 			kinds := rt.kinds()
-			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventEnded}; !slices.Equal(kinds, want) {
+			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventHangup, sip.EventEnded}; !slices.Equal(kinds, want) {
 				t.Errorf("events %v, want %v", kinds, want)
 			}
 			ev, _ := rt.lastEnded()

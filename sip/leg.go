@@ -64,6 +64,7 @@ type leg struct {
 	done      chan struct{}
 	ending    atomic.Bool // end ran (a flag, not a sync.Once: end hooks may end this leg again)
 	endReason session.EndReason
+	endDetail EndDetail // how it ended (issue 22 item 4); see enddetail.go
 	onEnd     func(l *leg, reason session.EndReason)
 }
 
@@ -120,6 +121,9 @@ func (l *leg) end(reason session.EndReason, bye bool, text string) {
 		confirmed := l.state == legConfirmed
 		l.state = legEnded
 		l.endReason = reason
+		if l.endDetail.IsZero() {
+			l.endDetail = ownEndDetail(reason, text)
+		}
 		if l.stTimer != nil {
 			l.stTimer.Stop()
 		}
@@ -352,6 +356,7 @@ func (l *leg) handle(req *sip.Request, tx sip.ServerTransaction) {
 	case sip.BYE:
 		l.s.respond(tx, req, 200, l.localTag(), nil)
 		l.log.Info("sip: BYE received", "reason", headerValue(req, "Reason"))
+		l.setEndDetail(peerEndDetail(req, l.peerName()))
 		l.end(session.EndCallerHungUp, false, "")
 	case sip.INVITE:
 		l.handleReinvite(req, tx)

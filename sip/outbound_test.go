@@ -97,7 +97,7 @@ func TestDialAnswered(t *testing.T) {
 				t.Fatal("no BYE at the callee")
 			}
 			<-call.Done()
-			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventEnded}; !slices.Equal(evs.kinds(), want) {
+			if want := []sip.EventKind{sip.EventRinging, sip.EventInProgress, sip.EventHangup, sip.EventEnded}; !slices.Equal(evs.kinds(), want) {
 				t.Errorf("events %v, want %v", evs.kinds(), want)
 			}
 			if call.EndReason() != session.EndAPI {
@@ -300,8 +300,9 @@ func TestDialCalleeHangsUp(t *testing.T) {
 	srv := newServer(t, sip.Options{})
 	ph := siptest.NewPhone(t, siptest.PhoneOptions{})
 	ctx := ctxTimeout(t, 30*time.Second)
+	evs := &events{}
 	call, err := srv.Dial(ctx, sip.DialRequest{From: "+15550001111", To: "+14155550123", Trunk: phoneTrunk(ph, sip.UDP),
-		Conversation: eng.factory()})
+		Conversation: eng.factory(), OnEvent: evs.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +317,10 @@ func TestDialCalleeHangsUp(t *testing.T) {
 	<-call.Done()
 	if got := call.EndReason(); got != session.EndCalleeHungUp {
 		t.Errorf("end reason %q, want callee_hung_up", got)
+	}
+	// Issue 22 item 4: how the leg ended, named for the callee.
+	if ev, ok := evs.last(sip.EventHangup); !ok || ev.End.Text != "the callee hung up (BYE)" {
+		t.Errorf("hangup event %+v", ev)
 	}
 	select {
 	case <-call.Conversation().Done():

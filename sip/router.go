@@ -85,6 +85,10 @@ type TransferOptions struct {
 	// Trunk carries the second leg of a warm transfer (and of an incoming REFER) when the
 	// destination is a phone number; zero uses the call's own trunk.
 	Trunk Trunk
+	// Allow lists the non-public networks the call's organization allows transfers to (issue
+	// 22 item 7), on top of Options.TransferAllow and the trunk's Trunk.TransferAllow: what a
+	// call whose number has no trunk of its own goes by.
+	Allow []netip.Prefix
 }
 
 // EventKind names a call event.
@@ -118,6 +122,8 @@ type Event struct {
 	Stats CallStats
 	// Redirect is set on EventRedirect (issue 21).
 	Redirect Redirect
+	// End is set on EventHangup and EventEnded: how the call's leg ended (issue 22 item 4).
+	End EndDetail
 }
 
 // TransferEvent describes a transfer in an Event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/debug"
@@ -29,19 +30,34 @@ import (
 // requires: 0 failed calls (sipp's verdict), every call Parley took ended (0 stuck
 // conversations), no call left on the server (0 leaked slots), the goroutines back to where
 // they started, and no growth of the resident memory between the middle and the last third.
+// Heap profiles are written at the middle and at the end of the load, and their difference is
+// printed (see PARLEY_SOAK_PROFILES below).
 func TestSippSoak(t *testing.T) {
 	if os.Getenv("PARLEY_SOAK") == "" {
 		t.Skip("the soak runs with make soak (PARLEY_SOAK=1)")
 	}
-	heapProfile := os.Getenv("PARLEY_SOAK_HEAPPROFILE") // base name: <name>.early and <name>.late are written under load
-	if heapProfile != "" {
-		goruntime.MemProfileRate = 16 << 10
+	// Heap profiles at the middle and at the end of the load go to PARLEY_SOAK_PROFILES (a
+	// directory; by default one under the system's temporary directory), and the difference
+	// between them is printed: what the heap gained in the second half, by allocation site.
+	profDir := os.Getenv("PARLEY_SOAK_PROFILES")
+	if profDir == "" {
+		profDir = filepath.Join(os.TempDir(), fmt.Sprintf("parley-soak-%d", os.Getpid()))
 	}
+	if err := os.MkdirAll(profDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	goruntime.MemProfileRate = 16 << 10
+	midProfile, endProfile := filepath.Join(profDir, "heap-middle.pprof"), filepath.Join(profDir, "heap-end.pprof")
 	writeHeap := func(path string) {
 		goruntime.GC()
-		if f, err := os.Create(path); err == nil {
-			pprof.WriteHeapProfile(f)
-			f.Close()
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Errorf("heap profile: %v", err)
+			return
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Errorf("heap profile: %v", err)
 		}
 	}
 	env := func(name string, def string) string {
@@ -105,13 +121,15 @@ func TestSippSoak(t *testing.T) {
 	var samples []sample // taken while sipp runs
 	var loaded atomic.Bool
 	loaded.Store(true)
+	midTaken := false
 	t0 := time.Now()
 	take := func() sample {
-		// The fakes of the vendors record every connection: forgotten, so that the memory
-		// watched is Parley's. Freed memory is handed back to the OS first, so that RSS shows
-		// what is held, not what the runtime has not returned yet.
+		// The fakes of the vendors record every connection and request: forgotten, so that
+		// the memory watched is Parley's. Freed memory is handed back to the OS first, so that
+		// RSS shows what is held, not what the runtime has not returned yet.
 		eng.dg.Forget()
 		eng.el.Forget()
+		eng.chat.Forget()
 		debug.FreeOSMemory()
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
@@ -134,11 +152,12 @@ func TestSippSoak(t *testing.T) {
 			case <-tk.C:
 				if s := take(); loaded.Load() {
 					samples = append(samples, s)
-					if heapProfile != "" && len(samples) == 2 {
-						writeHeap(heapProfile + ".early")
+					if s.at >= dur/2 && !midTaken {
+						writeHeap(midProfile)
+						midTaken = true
 					}
-					if heapProfile != "" {
-						writeHeap(heapProfile + ".late")
+					if s.at <= dur { // the last one taken under load is the end's
+						writeHeap(endProfile)
 					}
 				}
 			}
@@ -181,6 +200,10 @@ func TestSippSoak(t *testing.T) {
 	<-sampled
 	final := take()
 
+	if midTaken {
+		t.Logf("soak: heap profiles %s and %s; what the heap gained between them:\n%s", midProfile, endProfile,
+			heapDiff(midProfile, endProfile))
+	}
 	reasonsMu.Lock()
 	t.Logf("soak: %d calls offered by sipp over %v at %d/s; %d rang, %d ended (%v); conversations built %d, ended %d; calls left %d",
 		calls, dur, rate, started.Load(), ended.Load(), reasons, built.Load(), convsDone.Load(), len(srv.ActiveCalls()))
@@ -216,6 +239,21 @@ type soakRouter struct{ plan sip.Plan }
 
 func (r soakRouter) Inbound(context.Context, sip.InboundCall) (sip.Plan, error) { return r.plan, nil }
 
+// heapDiff is `go tool pprof -top -diff_base` of two heap profiles, in-use bytes, the first
+// lines: the allocation sites whose live memory grew (or shrank) between them.
+func heapDiff(base, profile string) string {
+	gobin := filepath.Join(goruntime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	out, err := exec.Command(gobin, "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=15",
+		"-diff_base", base, profile).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(go tool pprof: %v) %s", err, out)
+	}
+	return string(out)
+}
+
 // rssMB is the resident memory of this process (Linux /proc/self/statm).
 func rssMB(t testing.TB) float64 {
 	b, err := os.ReadFile("/proc/self/statm")
@@ -228,4 +266,69 @@ func rssMB(t testing.TB) float64 {
 	}
 	pages, _ := strconv.ParseFloat(f[1], 64)
 	return pages * float64(os.Getpagesize()) / (1 << 20)
+}
+
+// alternatingRouter answers every other call at once and lets the others ring a second, so
+// that a CANCEL sent right behind its INVITE both wins (487) and loses (200) the race.
+type alternatingRouter struct {
+	n     atomic.Int64
+	plan  sip.Plan
+	rings time.Duration
+}
+
+func (r *alternatingRouter) Inbound(context.Context, sip.InboundCall) (sip.Plan, error) {
+	p := r.plan
+	if r.n.Add(1)%2 == 0 {
+		p.RingFor = r.rings
+	}
+	return p, nil
+}
+
+// TestSoakScenarioCancelRace: the soak's CANCEL-race branch treats both outcomes of the race
+// as normal ends (issue 22, load proof): a CANCEL that wins gets 487 and is ACKed, and a
+// CANCEL that loses to the 200 is followed by ACK and BYE. sipp's verdict must be 0 failed
+// calls with both outcomes present, and every call must end on the server.
+func TestSoakScenarioCancelRace(t *testing.T) {
+	eng := newEngine(t, engineOptions{noGreeting: true})
+	var rang, answered, ended atomic.Int64
+	rt := &alternatingRouter{rings: time.Second, plan: sip.Plan{Conversation: eng.factory(), OnEvent: func(ev sip.Event) {
+		switch ev.Kind {
+		case sip.EventRinging:
+			rang.Add(1)
+		case sip.EventInProgress:
+			answered.Add(1)
+		case sip.EventEnded:
+			ended.Add(1)
+		}
+	}}}
+	srv := newServer(t, sip.Options{Router: rt})
+	dir := t.TempDir()
+	writeFile(t, dir, "uac.xml", siptest.SippSoakCaller(siptest.SippCall{Hold: time.Second}, 100))
+	const calls = 20
+	out, err := runSippCaller(t, ctxTimeout(t, 2*time.Minute), dir, func() []string {
+		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100",
+			"-r", "5", "-l", "10", "-m", fmt.Sprint(calls),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-nostdin", "-timeout", "90s", "-timeout_error", "-trace_err", "-deadcall_wait", "40000"}
+	})
+	if err != nil {
+		errs, _ := filepath.Glob(filepath.Join(dir, "*_errors.log"))
+		var detail string
+		for _, e := range errs {
+			b, _ := os.ReadFile(e)
+			detail += string(b[:min(len(b), 6000)])
+		}
+		t.Fatalf("sipp counted failed calls: %v\n%s\n%s", err, lastLines(out, 40), detail)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (len(srv.ActiveCalls()) != 0 || ended.Load() != calls) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // polling interval: the last calls wind down
+	}
+	if left := len(srv.ActiveCalls()); left != 0 || ended.Load() != calls {
+		t.Fatalf("%d calls left on the server; %d of %d calls reported ended (%d rang)", left, ended.Load(), calls, rang.Load())
+	}
+	t.Logf("%d races: %d answered before the CANCEL (ACK + BYE), %d ended", calls, answered.Load(), ended.Load())
+	if answered.Load() == 0 || answered.Load() == calls {
+		t.Errorf("want both outcomes of the race, got %d of %d answered", answered.Load(), calls)
+	}
 }

@@ -46,7 +46,7 @@ func checkTransferHost(ctx context.Context, host string, allow []netip.Prefix) e
 		if publicAddr(a) || allowed(a, allow) {
 			continue
 		}
-		return fmt.Errorf("%w: %s is not a public address (allow it with PARLEY_TRANSFER_ALLOW)", ErrDestinationNotAllowed, a)
+		return fmt.Errorf("%w: %s is not a public address (allow it in the organization's or the trunk's transfer allow-list, or PARLEY_TRANSFER_ALLOW)", ErrDestinationNotAllowed, a)
 	}
 	return nil
 }

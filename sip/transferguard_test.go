@@ -89,3 +89,39 @@ func TestTrunkTransferAllow(t *testing.T) {
 	}
 	s.call.Bye(ctxTimeout(t, 5*time.Second))
 }
+
+// TestOrgTransferAllow (issue 22 item 7): the organization's allow-list (the plan's
+// TransferOptions.Allow, which the control plane fills) lets a call reach a PBX that neither
+// the node's list nor a trunk allows: the call here comes in on no trunk of its own. The warm
+// transfer to the loopback phone gets that far (the phone is busy: refused for that, not for
+// the address); the same call without the organization's list is refused for the address.
+func TestOrgTransferAllow(t *testing.T) {
+	t.Parallel()
+	for _, orgAllows := range []bool{true, false} {
+		eng := newEngine(t, engineOptions{})
+		rt := newRouter()
+		plan := sip.Plan{Conversation: eng.factory()}
+		if orgAllows {
+			plan.Transfer.Allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		}
+		rt.add("+14155550100", plan)
+		srv := newServer(t, sip.Options{Router: rt, TransferAllow: []netip.Prefix{}})
+		ph := siptest.NewPhone(t, siptest.PhoneOptions{})
+		call, err := ph.Call(ctxTimeout(t, 20*time.Second), target(srv, sip.UDP, "+14155550100"), siptest.CallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the call at Parley", func() bool { return len(srv.ActiveCalls()) == 1 })
+		pcall := srv.ActiveCalls()[0]
+		waitFor(t, 5*time.Second, "the conversation", func() bool { return pcall.State() == sip.CallInProgress })
+		busy := siptest.NewPhone(t, siptest.PhoneOptions{AnswerStatus: 486})
+		r := transfer(t, pcall.Conversation(), session.TransferRequest{Destination: busy.URI(), Mode: session.TransferWarm, Timeout: 5 * time.Second})
+		switch {
+		case orgAllows && (r.Status != session.CommandFailed || !strings.Contains(r.Reason, "busy")):
+			t.Errorf("with the organization's list: transfer %+v; want it tried and refused busy", r)
+		case !orgAllows && (r.Status == session.CommandDone || !strings.Contains(r.Reason, "not allowed")):
+			t.Errorf("without the organization's list: transfer %+v; want it refused for the address", r)
+		}
+		call.Bye(ctxTimeout(t, 5*time.Second))
+	}
+}

@@ -7,13 +7,13 @@ import (
 
 // Issue 22 item 7: where a trunk's calls may send media and be transferred.
 
-// transferAllow is the allow-list of the call's transfers: the node's (Options.TransferAllow)
-// and its trunk's (Trunk.TransferAllow).
+// transferAllow is the allow-list of the call's transfers: the node's (Options.TransferAllow),
+// its trunk's (Trunk.TransferAllow) and its organization's (TransferOptions.Allow).
 func (c *Call) transferAllow() []netip.Prefix {
-	if len(c.trunk.TransferAllow) == 0 {
+	if len(c.trunk.TransferAllow) == 0 && len(c.xfer.Allow) == 0 {
 		return c.s.o.TransferAllow
 	}
-	return slices.Concat(c.s.o.TransferAllow, c.trunk.TransferAllow)
+	return slices.Concat(c.s.o.TransferAllow, c.trunk.TransferAllow, c.xfer.Allow)
 }
 
 // TransferAllowFor is the allow-list of transfers of a call on trunk t, for a control plane

@@ -111,6 +111,17 @@ func TestBrowserCall(t *testing.T) {
 		return received() > before+5 && rigtest.ReadStats(t, p).Conn == "connected"
 	})
 
+	// Issue 22 item 11: the call's RTP figures for /metrics, both ways: the browser's stream
+	// as counted here, the agent's as Chrome's RTCP receiver reports say (Chrome reports about
+	// once a second).
+	var port *callPort
+	for _, pr := range s.peerList() {
+		port = pr.port
+	}
+	waitFor(t, 10*time.Second, "Chrome's receiver reports on the agent's audio", func() bool {
+		return port.MediaStats().RemoteReports >= 2
+	})
+
 	rigtest.Click(t, p, "hangup")
 	conv := e.Conv(0)
 	select {
@@ -122,6 +133,14 @@ func TestBrowserCall(t *testing.T) {
 		t.Fatalf("end reason %q", r)
 	}
 	waitFor(t, 5*time.Second, "the page shows the end", func() bool { return rigtest.ReadStats(t, p).State == "ended" })
+	ms := port.MediaStats()
+	t.Logf("media stats: %+v", ms)
+	if ms.PacketsReceived < 50 || ms.PacketsSent < 50 || ms.RemoteReports < 2 {
+		t.Errorf("media stats %+v: want the browser's packets, the agent's packets and Chrome's reports counted", ms)
+	}
+	if ms.PacketsLost > ms.PacketsReceived/10 || ms.Jitter <= 0 || ms.Jitter > time.Second || ms.RemoteJitter > time.Second {
+		t.Errorf("media stats %+v: loss or jitter out of range for a call on loopback", ms)
+	}
 }
 
 // A real browser listens to a live call that is not a WebRTC call (its audio is pushed from Go,

@@ -89,6 +89,7 @@ type peer struct {
 	codec      Codec
 	agentTrack atomic.Pointer[pion.TrackLocalStaticRTP]
 	sender     atomic.Pointer[audioSender]
+	remote     remoteReports // the page's receiver reports on the agent's track (mediastats.go)
 	recv       atomic.Pointer[audioReceiver]
 	conv       atomic.Pointer[session.Conversation]
 	convCh     chan *session.Conversation
@@ -417,7 +418,14 @@ func (p *peer) addAgentTrack() error {
 	}
 	p.agentTrack.Store(t)
 	p.sender.Store(s)
-	p.spawn(func() { drainRTCP(rs) })
+	p.spawn(func() {
+		p.readSenderRTCP(rs, func() uint32 {
+			if enc := rs.GetParameters().Encodings; len(enc) > 0 {
+				return uint32(enc[0].SSRC)
+			}
+			return 0
+		})
+	})
 	return nil
 }
 

@@ -29,6 +29,7 @@ func adminCommand() *command {
 			{name: "list", short: "list organizations", run: adminLeaf(orgsList)},
 			{name: "freeze", short: "freeze an organization: changes answer 403", run: adminLeaf(orgsFreeze(true))},
 			{name: "unfreeze", short: "unfreeze an organization", run: adminLeaf(orgsFreeze(false))},
+			{name: "transfer-allow", short: "show or set the non-public networks the organization's calls may be transferred to (--allow, --clear)", run: adminLeaf(orgsTransferAllow)},
 		}},
 		{name: "projects", short: "projects", subs: []*command{
 			{name: "create", short: "create a project (--org, --name)", run: adminLeaf(projectsCreate)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/parley-voice/parley/control/runtime"
@@ -26,8 +27,13 @@ func Router(rt *runtime.Runtime, maxCalls int) sip.Router {
 		if err != nil {
 			return sip.Plan{}, err
 		}
+		allow, err := orgAllow(p.TransferAllow)
+		if err != nil {
+			return sip.Plan{}, err
+		}
 		return sip.Plan{
 			ID:           p.ID,
+			Transfer:     sip.TransferOptions{Allow: allow},
 			Conversation: func(ctx context.Context, _ *sip.Call) (*session.Conversation, error) { return p.Conversation(ctx) },
 			OnEvent: func(ev sip.Event) {
 				switch ev.Kind {
@@ -35,13 +41,33 @@ func Router(rt *runtime.Runtime, maxCalls int) sip.Router {
 					p.OnEvent(runtime.CallEvent{Kind: runtime.CallRinging})
 				case sip.EventInProgress:
 					p.OnEvent(runtime.CallEvent{Kind: runtime.CallInProgress})
+				case sip.EventHangup: // issue 22 item 4: how the leg ended, before the conversation ends
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallHangup, EndReason: ev.EndReason, Outcome: callOutcome(ev.End)})
 				case sip.EventEnded:
-					p.OnEvent(runtime.CallEvent{Kind: runtime.CallEnded, EndReason: ev.EndReason})
+					p.OnEvent(runtime.CallEvent{Kind: runtime.CallEnded, EndReason: ev.EndReason, Outcome: callOutcome(ev.End)})
 				}
 			},
 			Tap: p.Tap,
 		}, nil
 	})
+}
+
+// callOutcome is what the conversation records of how its leg ended.
+func callOutcome(d sip.EndDetail) store.CallOutcome {
+	return store.CallOutcome{SIPStatus: d.SIPStatus, Q850Cause: d.Q850, Detail: d.Text}
+}
+
+// orgAllow parses an organization's transfer allow-list (issue 22 item 7; the store keeps it
+// canonical, so an error means a damaged row).
+func orgAllow(list []string) ([]netip.Prefix, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	allow, err := sip.ParsePrefixes(list)
+	if err != nil {
+		return nil, fmt.Errorf("channels: the organization's transfer allow-list: %w", err)
+	}
+	return allow, nil
 }
 
 // refusal is the SIP answer of a runtime refusal.
@@ -102,8 +128,13 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 			amd.OnMachine, amd.Message = sip.AMDLeaveMessage, r.AMD.Message
 		}
 	}
+	allow, err := orgAllow(r.TransferAllow)
+	if err != nil {
+		return err
+	}
 	_, err = d.Server.Dial(ctx, sip.DialRequest{
 		ID: r.ID, From: r.From, To: r.To, Trunk: trunk, Tap: r.Tap, RingTimeout: r.RingTimeout, AMD: amd,
+		Transfer: sip.TransferOptions{Allow: allow},
 		// The conversation's id rides on the INVITE, so a carrier's (or a test peer's) log names
 		// the attempt each call belongs to.
 		Headers:      map[string]string{"X-Parley-Conversation-Id": r.ID},
@@ -111,6 +142,9 @@ func (d *SIPDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 		OnEvent: func(ev sip.Event) {
 			if ev.Kind == sip.EventRinging && r.OnRinging != nil {
 				r.OnRinging()
+			}
+			if ev.Kind == sip.EventHangup && r.OnHangup != nil { // issue 22 item 4
+				r.OnHangup(callOutcome(ev.End))
 			}
 			if ev.Kind == sip.EventRedirect && r.OnRedirect != nil { // issue 21
 				x := ev.Redirect

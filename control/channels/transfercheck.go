@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/parley-voice/parley/control/fault"
@@ -13,7 +14,8 @@ import (
 
 // TransferChecker is the control plane's check of a transfer destination (issue 22 item 7),
 // the same the media node makes before it sends anything (sip.CheckTransferDestination): a
-// SIP URI must name a public address, or one in the node's allow-list or in the allow-list of
+// SIP URI must name a public address, or one in the node's allow-list, in the allow-list of the
+// call's organization (what a call whose number has no trunk goes by), or in the allow-list of
 // the call's trunk (the trunk of its phone number). A number always passes: the trunk carries
 // it.
 type TransferChecker struct {
@@ -29,6 +31,17 @@ func (t TransferChecker) Check(ctx context.Context, c store.Conversation, dest s
 		return nil
 	}
 	allow := t.Allow
+	org, err := t.Store.GetOrg(ctx, c.OrgID)
+	if err != nil {
+		return err
+	}
+	if len(org.TransferAllow) > 0 {
+		extra, err := orgAllow(org.TransferAllow)
+		if err != nil {
+			return err
+		}
+		allow = slices.Concat(allow, extra)
+	}
 	if c.PhoneNumberID != "" {
 		if n, err := t.Store.GetPhoneNumber(ctx, c.PhoneNumberID); err == nil && n.Trunk != "" {
 			if tr, err := t.Store.FindTrunkByName(ctx, n.Trunk); err == nil {
@@ -48,7 +61,7 @@ func (t TransferChecker) Check(ctx context.Context, c store.Conversation, dest s
 			return err
 		}
 	}
-	err := sip.CheckTransferDestination(ctx, dest, allow)
+	err = sip.CheckTransferDestination(ctx, dest, allow)
 	switch {
 	case errors.Is(err, sip.ErrDestinationNotAllowed):
 		return fault.E(fault.CodeTransferNotAllowed, "The transfer destination %s is not allowed: %s.", dest, strings.TrimPrefix(err.Error(), "sip: transfer destination not allowed: "))

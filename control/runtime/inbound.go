@@ -54,12 +54,18 @@ const (
 	CallRinging CallEventKind = iota + 1
 	CallInProgress
 	CallEnded
+	// CallHangup says how the call's leg ended (Outcome), before its conversation is ended
+	// (issue 22 item 4: the caller's BYE or CANCEL and its Reason, a media timeout, a
+	// transport error, shutdown).
+	CallHangup
 )
 
-// CallEvent is one status change of a call; EndReason is set on CallEnded.
+// CallEvent is one status change of a call; EndReason is set on CallEnded, Outcome on
+// CallHangup (and CallEnded).
 type CallEvent struct {
 	Kind      CallEventKind
 	EndReason session.EndReason
+	Outcome   store.CallOutcome
 }
 
 // InboundPlan is how the phone channel runs a call the runtime took.
@@ -72,6 +78,9 @@ type InboundPlan struct {
 	OnEvent func(CallEvent)
 	// Tap receives the call's audio both ways (the recording); it runs on the media path.
 	Tap func(fromCaller bool, f *media.Frame)
+	// TransferAllow is the organization's transfer allow-list (issue 22 item 7): non-public
+	// networks (CIDRs) the call's transfers may go to, on top of the node's and the trunk's.
+	TransferAllow []string
 }
 
 // TakeInbound decides whether the runtime takes an inbound call, and how: the agent assigned
@@ -176,7 +185,10 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 				if sess := l.engine(); sess != nil && rt.o.WebCalls != nil {
 					rt.listenable(l, sess)
 				}
+			case CallHangup:
+				l.p.outcome(ev.Outcome)
 			case CallEnded:
+				l.p.outcome(ev.Outcome)
 				if l.engine() == nil { // refused or cancelled before the conversation started
 					reason := ev.EndReason
 					if reason == "" {
@@ -186,6 +198,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 				}
 			}
 		},
-		Tap: recordingTap(&rec),
+		Tap:           recordingTap(&rec),
+		TransferAllow: org.TransferAllow,
 	}, nil
 }

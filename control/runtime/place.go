@@ -45,6 +45,12 @@ type DialRequest struct {
 	// runs answering-machine detection on the answer.
 	RingTimeout time.Duration
 	AMD         *AMD
+	// TransferAllow is the organization's transfer allow-list (issue 22 item 7), as in
+	// InboundPlan.
+	TransferAllow []string
+	// OnHangup is told how an answered call's leg ended (issue 22 item 4: the callee's BYE and
+	// its Reason, a media timeout…), before its conversation is ended; it must not block.
+	OnHangup func(store.CallOutcome)
 }
 
 // AMD is the answering-machine detection of a call: on a machine, hang up, or wait for the
@@ -194,6 +200,7 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 		ID: string(c.ID), From: c.FromNumber, To: c.ToNumber, Trunk: req.Trunk,
 		RingTimeout: time.Duration(req.RingTimeoutMS) * time.Millisecond, AMD: req.AMD,
 		OnRinging:  func() { l.p.status(store.ConvRinging) },
+		OnHangup:   func(o store.CallOutcome) { l.p.outcome(o) },
 		OnRedirect: func(r Redirect) { rt.redirected(l, r) },
 		Conversation: func(ctx context.Context, port session.AudioPort) (*session.Conversation, error) {
 			var sink session.Sink = l.p
@@ -212,6 +219,11 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 		},
 	}
 	dr.Tap = recordingTap(&rec)
+	// issue 22 item 7: the organization's transfer allow-list; without it (the store did not
+	// answer) the call's transfers go by the node's and the trunk's lists alone, which refuse more.
+	if org, err := rt.store.GetOrg(l.ctx, c.OrgID); err == nil {
+		dr.TransferAllow = org.TransferAllow
+	}
 	err := rt.o.Dialer.Dial(l.ctx, dr)
 	if err != nil {
 		reason := session.EndFailed

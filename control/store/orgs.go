@@ -14,8 +14,11 @@ type Org struct {
 	Frozen       bool   // a frozen organization may read but not change anything
 	CreditMicros int64  // balance in millionths of a US dollar; may go below zero
 	Timezone     string // IANA name, "UTC" by default
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// TransferAllow lists the non-public networks (canonical CIDRs) the organization's calls
+	// may be transferred to, on top of the node's and the trunk's lists (issue 22 item 7).
+	TransferAllow []string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // CreditTransaction is one change of an organization's balance.
@@ -44,11 +47,11 @@ const DefaultName = "Default"
 // maxCreditMicros bounds one credit change (a billion dollars) so balances cannot overflow.
 const maxCreditMicros = 1_000_000_000 * 1_000_000
 
-const orgCols = `id, name, frozen, credit_micros, timezone, created_at, updated_at`
+const orgCols = `id, name, frozen, credit_micros, timezone, transfer_allow, created_at, updated_at`
 
 func scanOrg(r rowScanner) (Org, error) {
 	var o Org
-	err := r.Scan(&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt})
+	err := r.Scan(&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt})
 	return o, err
 }
 
@@ -58,7 +61,7 @@ func (q *Queries) CreateOrg(ctx context.Context, name string) (Org, error) {
 		return Org{}, err
 	}
 	now := q.s.timeNow()
-	o := Org{ID: newID[OrgID](), Name: name, Timezone: "UTC", CreatedAt: now, UpdatedAt: now}
+	o := Org{ID: newID[OrgID](), Name: name, Timezone: "UTC", TransferAllow: []string{}, CreatedAt: now, UpdatedAt: now}
 	_, err := q.exec(ctx, "create organization",
 		`INSERT INTO organizations (id, name, frozen, credit_micros, timezone, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		string(o.ID), o.Name, o.Frozen, o.CreditMicros, o.Timezone, ts(now), ts(now))
@@ -99,6 +102,25 @@ func (q *Queries) SetOrgFrozen(ctx context.Context, id OrgID, frozen bool) error
 	}
 	res, err := q.exec(ctx, "freeze organization", `UPDATE organizations SET frozen = $2, updated_at = $3 WHERE id = $1`,
 		string(id), frozen, ts(q.s.timeNow()))
+	return affectedOne(res, err, "organization", id)
+}
+
+// SetOrgTransferAllow replaces the networks the organization's calls may be transferred to
+// (addresses or CIDRs, stored canonical; an empty list clears it). A bad entry is ErrInvalid.
+func (q *Queries) SetOrgTransferAllow(ctx context.Context, id OrgID, allow []string) error {
+	if !validID(id) {
+		return notFound("organization", id)
+	}
+	list, err := canonicalCIDRs("transfer", allow)
+	if err != nil {
+		return err
+	}
+	js, err := jsonText(list)
+	if err != nil {
+		return err
+	}
+	res, err := q.exec(ctx, "set organization transfer allow-list", `UPDATE organizations SET transfer_allow = $2, updated_at = $3 WHERE id = $1`,
+		string(id), js, ts(q.s.timeNow()))
 	return affectedOne(res, err, "organization", id)
 }
 

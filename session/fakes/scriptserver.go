@@ -64,6 +64,7 @@ type scriptServer struct {
 	argChunk int
 	faults   []scriptFault
 	requests []ScriptRequest
+	dropped  int // requests forgotten (Forget): the log's first entry is request number dropped
 	seq      uint64
 
 	done      chan struct{}
@@ -147,15 +148,24 @@ func (s *scriptServer) record(r *http.Request) (int, []byte, map[string]any, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, rec)
-	return len(s.requests) - 1, raw, body, err
+	return s.dropped + len(s.requests) - 1, raw, body, err
 }
 
 func (s *scriptServer) setStatus(i, status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i < len(s.requests) {
+	if i -= s.dropped; i >= 0 && i < len(s.requests) {
 		s.requests[i].Status = status
 	}
+}
+
+// Forget drops the request log so far (a soak's fake would otherwise grow with every call);
+// requests still being answered are no longer listed.
+func (s *scriptServer) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropped += len(s.requests)
+	s.requests = nil
 }
 
 // take pops the next fault and snapshots the pacing.

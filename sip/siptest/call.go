@@ -67,6 +67,8 @@ type Call struct {
 	rtpAddr   netip.AddrPort
 	audio     codec.Info
 	dtmfPT    int
+	dtmfNext  uint32 // the RFC 4733 timestamp the next digits may start at (SendDTMF)
+	dtmfSent  bool
 	remoteRTP netip.AddrPort
 	source    func(dst []int16)
 	heard     []int16

@@ -219,12 +219,24 @@ func (c *Call) SendDTMF(ctx context.Context, digits string) error {
 	if err != nil {
 		return err
 	}
+	// Each event needs a timestamp of its own (RFC 4733 §2.5.1.3: a receiver tells events
+	// apart by it): digits of a later call start after the last one sent.
 	base := ep.TimestampNow() + 100000
+	c.mu.Lock()
+	if c.dtmfSent && int32(base-c.dtmfNext) < 0 {
+		base = c.dtmfNext
+	}
+	c.mu.Unlock()
 	var buf [4]byte
 	tk := time.NewTicker(20 * time.Millisecond)
 	defer tk.Stop()
 	for {
 		n, marker, off, ok := gen.Next(buf[:])
+		c.mu.Lock()
+		if next := base + off + 8000; !c.dtmfSent || int32(next-c.dtmfNext) > 0 {
+			c.dtmfNext, c.dtmfSent = next, true
+		}
+		c.mu.Unlock()
 		if !ok {
 			return nil
 		}

@@ -128,6 +128,16 @@ func (u *RawUA) Cancel() {
 // Bye sends a BYE in the dialog (with whatever To tag the answers gave so far).
 func (u *RawUA) Bye() { u.send(u.request("BYE", u.target(), "z9hG4bK"+randHex(8), 2, true, nil, "")) }
 
+// CancelWith is Cancel with extra header lines (such as an RFC 3326 Reason).
+func (u *RawUA) CancelWith(headers ...string) {
+	u.send(u.request("CANCEL", "sip:"+strings.Trim(strings.TrimPrefix(u.to, "<sip:"), ">"), u.branch, 1, false, headers, ""))
+}
+
+// ByeWith is Bye with extra header lines (such as an RFC 3326 Reason).
+func (u *RawUA) ByeWith(headers ...string) {
+	u.send(u.request("BYE", u.target(), "z9hG4bK"+randHex(8), 2, true, headers, ""))
+}
+
 func (u *RawUA) target() string { return "sip:" + strings.Trim(strings.TrimPrefix(u.to, "<sip:"), ">") }
 
 func (u *RawUA) request(method, ruri, branch string, seq int, withTag bool, extra []string, body string) []byte {

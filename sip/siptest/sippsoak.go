@@ -9,7 +9,8 @@ import (
 // test's call (SippCaller) for most calls, and, drawn at random per call, pct percent of calls
 // that never ACK the 200 (ACK loss: the caller goes away, Parley retransmits the 200 and must
 // give up by itself) and pct percent that CANCEL right after their INVITE (the CANCEL race:
-// 200 to the CANCEL, 487 to the INVITE, ACK). sipp absorbs what comes for a finished call
+// 200 to the CANCEL, 487 to the INVITE, ACK; or, when the 200 wins the race, ACK and BYE, a
+// normal end of a call, so that only real failures count). pct 100 makes every call a race. sipp absorbs what comes for a finished call
 // (-deadcall_wait), such as the retransmitted 200s.
 func SippSoakCaller(c SippCall, pct float64) string {
 	normal := SippCaller(c)
@@ -27,6 +28,16 @@ func SippSoakCaller(c SippCall, pct float64) string {
       Call-ID: [call_id]
       CSeq: %d %s
       Max-Forwards: 70`, map[bool]string{true: "[peer_tag_param]", false: ""}[method == "ACK"], seq, method)
+	}
+	// In-dialog requests after a 2xx (its ACK, the BYE) are new transactions: new branch. The
+	// dialog's tag is the one of the INVITE's 200 (a later answer to the CANCEL carries another).
+	dialogHdr := func(method string, seq int) string {
+		return fmt.Sprintf(`Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch];rport
+      From: "sipp" <sip:+15550001111@[local_ip]:[local_port]>;tag=[call_number]
+      To: <sip:[service]@[remote_ip]:[remote_port]>[$totag]
+      Call-ID: [call_id]
+      CSeq: %d %s
+      Max-Forwards: 70`, seq, method)
 	}
 	return `<?xml version="1.0" encoding="ISO-8859-1" ?>
 <!DOCTYPE scenario SYSTEM "sipp.dtd">
@@ -71,8 +82,19 @@ func SippSoakCaller(c SippCall, pct float64) string {
 
     ]]>
   </send>
+  <!-- sipp matches responses by code only, so which request a 200 answers is read from its
+       CSeq. A 200 to the INVITE means the CANCEL lost the race (RFC 3261 §9.2: it has no
+       effect once the INVITE is answered): the caller takes the call and hangs up at once,
+       which is a normal end of a call. The CANCEL's own answer (200, or 481 when it came
+       too late) can come first: then the INVITE's answer is awaited once more. -->
   <recv response="180" optional="true"/>
-  <recv response="200" optional="true"/>
+  <recv response="481" optional="true" next="cancelanswered"/>
+  <recv response="200" optional="true" rrs="true" next="cancelanswered">
+    <action>
+      <ereg regexp="CSeq: *[0-9]+ INVITE" search_in="msg" assign_to="isinvite"/>
+      <ereg regexp=";tag=[^;]*" search_in="hdr" header="To:" assign_to="totag"/>
+    </action>
+  </recv>
   <recv response="487"/>
   <send>
     <![CDATA[
@@ -83,6 +105,59 @@ func SippSoakCaller(c SippCall, pct float64) string {
 
     ]]>
   </send>
+  <nop next="done"/>
+  <label id="cancelanswered"/>
+  <nop next="invitefirst" test="isinvite"/>
+  <recv response="180" optional="true"/>
+  <recv response="200" optional="true" rrs="true" next="answered">
+    <action>
+      <ereg regexp=";tag=[^;]*" search_in="hdr" header="To:" assign_to="totag"/>
+    </action>
+  </recv>
+  <recv response="487"/>
+  <send>
+    <![CDATA[
+
+      ACK sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+      ` + hdr("ACK", 1) + `
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <nop next="done"/>
+  <!-- The INVITE's 200 came first: the CANCEL's answer is awaited (briefly, less than the
+       200's first retransmission) so that it does not arrive in the middle of the ACK and BYE. -->
+  <label id="invitefirst"/>
+  <recv response="481" optional="true" next="answered"/>
+  <recv response="200" timeout="300" ontimeout="answered"/>
+  <label id="answered"/>
+  <send>
+    <![CDATA[
+
+      ACK [next_url] SIP/2.0
+      ` + dialogHdr("ACK", 1) + `
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <send retrans="500">
+    <![CDATA[
+
+      BYE [next_url] SIP/2.0
+      ` + dialogHdr("BYE", 2) + `
+      Content-Length: 0
+
+    ]]>
+  </send>
+  <!-- The CANCEL's own answer may still be on its way when the INVITE's 200 won. -->
+  <recv response="481" optional="true"/>
+  <recv response="200">
+    <action>
+      <ereg regexp="CSeq: *[0-9]+ BYE" search_in="msg" assign_to="isbye"/>
+    </action>
+  </recv>
+  <nop next="done" test="isbye"/>
+  <recv response="200"/>
   <label id="done"/>
 </scenario>
 `

@@ -175,3 +175,35 @@ func testProjects(t *testing.T, open Opener) {
 		t.Fatalf("unknown org has projects %+v", ps)
 	}
 }
+
+// testOrgTransferAllow: the organization's transfer allow-list (issue 22 item 7) is stored
+// canonical, replaced, cleared, refused when an entry is not an address or CIDR (the old list
+// kept), and belongs to its organization only.
+func testOrgTransferAllow(t *testing.T, open Opener) {
+	s := migrated(t, open)
+	ctx := t.Context()
+	acme, globex := newOrg(t, s, "Acme"), newOrg(t, s, "Globex")
+	if got := must[store.Org](t, "GetOrg")(s.GetOrg(ctx, acme.ID)); len(got.TransferAllow) != 0 {
+		t.Fatalf("a new organization allows %v", got.TransferAllow)
+	}
+	if err := s.SetOrgTransferAllow(ctx, acme.ID, []string{"10.1.2.3/16", " 192.168.7.7", "10.1.0.0/16", "::ffff:172.16.0.1"}); err != nil {
+		t.Fatalf("SetOrgTransferAllow: %v", err)
+	}
+	want := []string{"10.1.0.0/16", "192.168.7.7/32", "172.16.0.1/32"}
+	got := must[store.Org](t, "GetOrg")(s.GetOrg(ctx, acme.ID))
+	sameJSON(t, "transfer allow-list", got.TransferAllow, want)
+	if other := must[store.Org](t, "GetOrg")(s.GetOrg(ctx, globex.ID)); len(other.TransferAllow) != 0 {
+		t.Fatalf("another organization got the list: %v", other.TransferAllow)
+	}
+	for _, bad := range [][]string{{"10.0.0.0/99"}, {"pbx.local"}, {"10.0.0.1", ""}} {
+		wantErr(t, "SetOrgTransferAllow "+strings.Join(bad, ","), s.SetOrgTransferAllow(ctx, acme.ID, bad), store.ErrInvalid)
+	}
+	sameJSON(t, "list after refusals", must[store.Org](t, "GetOrg")(s.GetOrg(ctx, acme.ID)).TransferAllow, want)
+	if err := s.SetOrgTransferAllow(ctx, acme.ID, nil); err != nil {
+		t.Fatalf("clear: %v", err)
+	}
+	if got := must[store.Org](t, "GetOrg")(s.GetOrg(ctx, acme.ID)); len(got.TransferAllow) != 0 {
+		t.Fatalf("after clearing: %v", got.TransferAllow)
+	}
+	wantErr(t, "SetOrgTransferAllow unknown", s.SetOrgTransferAllow(ctx, "0190a6f0-0000-7000-8000-000000000000", nil), store.ErrNotFound)
+}

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"SchemaTooNew", testSchemaTooNew},
 		{"Orgs", testOrgs},
 		{"OrgNames", testOrgNames},
+		{"OrgTransferAllow", testOrgTransferAllow}, // issue 22 item 7
 		{"Credit", testCredit},
 		{"CreditLedger", testCreditLedger},
 		{"CreditReservations", testCreditReservations},
