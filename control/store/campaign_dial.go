@@ -166,7 +166,8 @@ type AttemptToSettle struct {
 }
 
 // AttemptsToSettle returns up to limit placed attempts of a campaign whose conversation is in
-// progress (the contact is in_call) or has ended (the outcome is to be recorded), and the
+// progress (the contact is in_call) or has ended (the outcome is to be recorded) once its
+// attempt job let go of it, and the
 // leased attempts older than stale whose conversation never came (the worker went away before
 // making it: nothing was dialled).
 func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale time.Time, limit int) ([]AttemptToSettle, error) {
@@ -175,7 +176,9 @@ func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale tim
 		FROM campaign_attempts a JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
 		LEFT JOIN conversations c ON c.id = a.conversation_id
 		WHERE a.campaign_id = $1 AND (
-			(a.state = 'placed' AND (c.status = 'ended' OR (c.status = 'in_progress' AND cc.state = 'dialing')))
+			(a.state = 'placed' AND ((c.status = 'ended' AND NOT EXISTS (SELECT 1 FROM jobs j
+				WHERE j.dedupe_key = 'campaign_attempt:' || a.conversation_id AND j.state IN ('queued', 'running')))
+				OR (c.status = 'in_progress' AND cc.state = 'dialing')))
 			OR (a.state = 'leased' AND a.created_at < $2 AND c.id IS NULL))
 		ORDER BY a.created_at LIMIT $3`, []any{string(id), ts(normTime(stale)), clampLimit(limit)},
 		func(r rowScanner) (s AttemptToSettle, err error) {

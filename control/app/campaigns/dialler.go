@@ -26,7 +26,11 @@ import (
 // transaction; the job (AttemptJob) dials. The attempt becomes "placed" in the transaction
 // that stores its conversation, before the INVITE, so a job run again after a crash, a lost
 // lease or a second worker finds it placed and dials nothing: each attempt is dialled at most
-// once, and the contact's attempts count every call that may have rung.
+// once, and the contact's attempts count every call that may have rung. An ended call is
+// settled by the tick only once its attempt job let go of it (done, or given up): a dial that
+// failed at once is settled by its job, with the cause it learned (the trunk unreachable, …),
+// so the cause recorded, and counted by the circuit breaker, never depends on which of the two
+// got there first.
 
 // KindAttempt is the job kind of one campaign attempt.
 const KindAttempt = "campaigns.attempt"
