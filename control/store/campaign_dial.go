@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -163,6 +164,9 @@ type AttemptToSettle struct {
 	Attempt    CampaignAttempt
 	ConvStatus string
 	EndReason  string
+	// What the settle needs of the contact: its id, attempts, number and contact (ID,
+	// Attempts, ToNumber and ContactID are set; the rest is not read).
+	Contact CampaignContact
 }
 
 // AttemptsToSettle returns up to limit placed attempts of a campaign whose conversation is in
@@ -172,7 +176,7 @@ type AttemptToSettle struct {
 // making it: nothing was dialled).
 func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale time.Time, limit int) ([]AttemptToSettle, error) {
 	return list(ctx, q, "attempts to settle", `SELECT a.conversation_id, a.campaign_id, a.campaign_contact_id, a.attempt, a.state, a.outcome, a.detail,
-		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, '')
+		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, ''), cc.attempts, cc.to_number, cc.contact_id
 		FROM campaign_attempts a JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
 		LEFT JOIN conversations c ON c.id = a.conversation_id
 		WHERE a.campaign_id = $1 AND (
@@ -184,7 +188,9 @@ func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale tim
 		func(r rowScanner) (s AttemptToSettle, err error) {
 			a := &s.Attempt
 			err = r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
-				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}, &s.ConvStatus, &s.EndReason)
+				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}, &s.ConvStatus, &s.EndReason,
+				&s.Contact.Attempts, &s.Contact.ToNumber, nullTextCol[ContactID]{&s.Contact.ContactID})
+			s.Contact.ID, s.Contact.CampaignID = a.CampaignContactID, a.CampaignID
 			return s, err
 		})
 }
@@ -241,4 +247,53 @@ func (q *Queries) SkipCampaignContact(ctx context.Context, a CampaignAttempt, st
 func (q *Queries) RecentAttemptOutcomes(ctx context.Context, id CampaignID, n int) ([]CampaignAttempt, error) {
 	return list(ctx, q, "recent attempts", `SELECT `+attemptCols+` FROM campaign_attempts WHERE campaign_id = $1 AND state = 'finished'
 		ORDER BY finished_at DESC LIMIT $2`, []any{string(id), clampLimit(n)}, scanAttempt)
+}
+
+// AttemptToDial is what an attempt job reads before it dials: the attempt, its campaign (with
+// no counts), the contact, the organization, and whether the contact's number is on the
+// organization's do-not-call list now.
+type AttemptToDial struct {
+	Attempt  CampaignAttempt
+	Campaign Campaign
+	Contact  CampaignContact
+	Org      Org
+	OnDNC    bool
+}
+
+// GetAttemptToDial reads an attempt's rows in one joined query (the attempt job's one read
+// before it dials). It is ErrNotFound when there is no such attempt.
+func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (AttemptToDial, error) {
+	var d AttemptToDial
+	if !validID(id) {
+		return d, notFound("attempt", id)
+	}
+	err := q.get(ctx, "attempt to dial", `SELECT `+prefixCols("a", attemptCols)+`, `+prefixCols("c", campaignCols)+`,
+		`+prefixCols("cc", ccCols)+`, `+prefixCols("o", orgCols)+`,
+		EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
+		FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
+		JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`, []any{string(id)},
+		func(r rowScanner) error {
+			a, c, cc, o := &d.Attempt, &d.Campaign, &d.Contact, &d.Org
+			return r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
+				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt},
+				&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &c.Mode, &c.Name, &c.Status, jsonCol{&c.Settings}, nullTimeCol{&c.StartAt},
+				nullTextCol[string]{&c.PausedReason}, nullTextCol[string]{&c.PausedCode}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
+				nullTimeCol{&c.StartedAt}, nullTimeCol{&c.FinishedAt},
+				&cc.ID, &cc.CampaignID, &cc.OrgID, &cc.ProjectID, nullTextCol[ContactID]{&cc.ContactID}, &cc.ToNumber, &cc.Name, &cc.Timezone,
+				nullTextCol[string]{&cc.ExternalID}, jsonCol{&cc.Variables}, jsonCol{&cc.Metadata}, &cc.State, &cc.Attempts,
+				nullTextCol[string]{&cc.LastOutcome}, nullTextCol[string]{&cc.LastDetail}, nullTimeCol{&cc.NextAttemptAt},
+				nullTextCol[ConversationID]{&cc.ConversationID}, timeCol{&cc.CreatedAt}, timeCol{&cc.UpdatedAt}, nullTimeCol{&cc.FinishedAt},
+				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
+				&d.OnDNC)
+		})
+	return d, err
+}
+
+// prefixCols qualifies each of a list of columns with a table's alias.
+func prefixCols(alias, cols string) string {
+	f := strings.Split(cols, ",")
+	for i, c := range f {
+		f[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(f, ", ")
 }
