@@ -181,28 +181,23 @@ func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) 
 	// per contact. A contact another tick took meanwhile is left out (its lease is a
 	// conditional update that changes nothing, not an error).
 	rs := s.resolveStart(ctx, c, org, st, open[0], now)
+	suits := make(map[store.CampaignContactID]bool, len(open))
+	for _, cc := range open {
+		suits[cc.ID] = rs.suits(cc)
+	}
+	job := func(a store.CampaignAttempt) store.AttemptJob {
+		p := AttemptPayload{ConversationID: a.ConversationID}
+		if suits[a.CampaignContactID] {
+			p.Start = rs
+		}
+		payload, _ := json.Marshal(p)
+		return store.AttemptJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}
+	}
 	leased := 0
 	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
-		leased = 0
-		for _, cc := range open {
-			a, err := tx.LeaseCampaignAttempt(ctx, cc, now)
-			if errors.Is(err, store.ErrConflict) {
-				continue // another tick took it
-			}
-			if err != nil {
-				return err
-			}
-			p := AttemptPayload{ConversationID: a.ConversationID}
-			if rs.suits(cc) {
-				p.Start = rs
-			}
-			payload, _ := json.Marshal(p)
-			if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}); err != nil {
-				return err
-			}
-			leased++
-		}
-		return nil
+		as, err := tx.LeaseCampaignAttempts(ctx, open, now, job)
+		leased = len(as)
+		return err
 	})
 	if err != nil {
 		return err
