@@ -392,3 +392,144 @@ func (q *Queries) LeaseCampaignAttempts(ctx context.Context, ccs []CampaignConta
 	}
 	return out, nil
 }
+
+// CampaignAttemptOutcome is one attempt's outcome for FinishAttempts: the contact moves to State
+// (final, or queued again with its next attempt at Next).
+type CampaignAttemptOutcome struct {
+	Attempt CampaignAttempt
+	Outcome string
+	Detail  string
+	State   string
+	Next    *time.Time
+}
+
+// FinishAttempts is FinishAttempt for several attempts in the caller's transaction. It returns
+// whether each was finished (false: settled already). On PostgreSQL it costs two statements
+// whatever their number; on SQLite the attempts are finished one by one.
+func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcome, now time.Time) ([]bool, error) {
+	done := make([]bool, len(os))
+	if len(os) == 0 {
+		return done, nil
+	}
+	if q.s.d.name != Postgres || len(os) == 1 {
+		for i, o := range os {
+			err := q.FinishAttempt(ctx, o.Attempt, o.Outcome, o.Detail, o.State, o.Next, now)
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			done[i] = true
+		}
+		return done, nil
+	}
+	n := len(os)
+	convs, outcomes, details := make([]string, n), make([]string, n), make([]*string, n)
+	for i, o := range os {
+		convs[i], outcomes[i] = string(o.Attempt.ConversationID), o.Outcome
+		if o.Detail != "" {
+			details[i] = &os[i].Detail
+		}
+	}
+	at := ts(normTime(now))
+	got, err := list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
+		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]) AS v(conv, outcome, detail)
+		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING a.conversation_id`,
+		[]any{convs, outcomes, details, at}, func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err })
+	if err != nil || len(got) == 0 {
+		return done, err
+	}
+	finished := make(map[ConversationID]bool, len(got))
+	for _, id := range got {
+		finished[id] = true
+	}
+	var ccIDs, ccConvs, states, cOutcomes []string
+	var cDetails, nexts []*string
+	for i, o := range os {
+		if !finished[o.Attempt.ConversationID] {
+			continue
+		}
+		done[i] = true
+		ccIDs, ccConvs = append(ccIDs, string(o.Attempt.CampaignContactID)), append(ccConvs, string(o.Attempt.ConversationID))
+		states, cOutcomes, cDetails = append(states, o.State), append(cOutcomes, o.Outcome), append(cDetails, details[i])
+		var next *string
+		if o.Next != nil {
+			s := ts(normTime(*o.Next))
+			next = &s
+		}
+		nexts = append(nexts, next)
+	}
+	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+		next_attempt_at = v.next::timestamptz, updated_at = $7, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $7::timestamptz END
+		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::text[]) AS v(id, conv, state, outcome, detail, next)
+		WHERE cc.id = v.id AND cc.conversation_id = v.conv`, ccIDs, ccConvs, states, cOutcomes, cDetails, nexts, at)
+	return done, err
+}
+
+// InsertEvents records several events, as InsertEvent does each, in the caller's transaction:
+// one INSERT for them all, and one read of the receivers per project and mode. It returns them
+// with their ids and times.
+func (q *Queries) InsertEvents(ctx context.Context, es []Event) ([]Event, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	if len(es) == 1 {
+		e, err := q.InsertEvent(ctx, es[0])
+		return []Event{e}, err
+	}
+	out := make([]Event, len(es))
+	var vals strings.Builder
+	var args []any
+	now := q.s.timeNow()
+	for i, e := range es {
+		if !validID(e.OrgID) || e.Type == "" || (e.Mode != ModeLive && e.Mode != ModeTest) {
+			return nil, fmt.Errorf("store: %w: an event needs an organization, a type and a mode", ErrInvalid)
+		}
+		data, err := objectOr("event data", e.Data)
+		if err != nil {
+			return nil, err
+		}
+		e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), now
+		out[i] = e
+		if i > 0 {
+			vals.WriteString(", ")
+		}
+		k := len(args)
+		fmt.Fprintf(&vals, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", k+1, k+2, k+3, k+4, k+5, k+6, k+7, k+8, k+9)
+		args = append(args, string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
+			nullText(e.AgentID), data, ts(e.CreatedAt))
+	}
+	err := q.atomic(ctx, func(q *Queries) error {
+		if _, err := q.exec(ctx, "insert events", `INSERT INTO events (`+eventCols+`) VALUES `+vals.String(), args...); err != nil {
+			return err
+		}
+		type key struct {
+			p ProjectID
+			m Mode
+		}
+		rs := map[key][]Receiver{}
+		for _, e := range out {
+			if !fansOut(e) {
+				continue
+			}
+			k := key{e.ProjectID, e.Mode}
+			got, ok := rs[k]
+			if !ok {
+				var err error
+				if got, err = list(ctx, q, "receivers of an event", receiversOfEvent, []any{string(e.ProjectID), string(e.Mode)}, scanReceiver); err != nil {
+					return err
+				}
+				rs[k] = got
+			}
+			if err := q.deliverTo(ctx, e, got); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -373,11 +373,14 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	// The tick's settles commit together, one transaction per tick. One that finds its
-	// attempt settled meanwhile is left out (a conditional update that changes nothing).
+	// The tick's settles commit together, one transaction per tick, the outcomes and their
+	// events written in a few statements for them all. One that finds its attempt settled
+	// meanwhile is left out (a conditional update that changes nothing).
 	n := 0
 	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
 		n = 0
+		var outs []store.CampaignAttemptOutcome
+		var evs []*store.Event
 		for _, t := range todo {
 			a := t.Attempt
 			var err error
@@ -387,7 +390,12 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 			case t.ConvStatus == store.ConvInProgress:
 				err = tx.MarkContactInCall(ctx, a, now)
 			default:
-				err = s.finishTx(ctx, tx, c, st, a, t.Contact, outcomeOf(t.EndReason), t.EndReason, now)
+				o, ev, err := s.decide(ctx, tx, c, st, a, t.Contact, outcomeOf(t.EndReason), t.EndReason, now)
+				if err != nil {
+					return err
+				}
+				outs, evs = append(outs, o), append(evs, ev)
+				continue
 			}
 			if errors.Is(err, store.ErrConflict) {
 				continue
@@ -397,7 +405,22 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 			}
 			n++
 		}
-		return nil
+		done, err := tx.FinishAttempts(ctx, outs, now)
+		if err != nil {
+			return err
+		}
+		var finished []store.Event
+		for i, ok := range done {
+			if !ok {
+				continue
+			}
+			n++
+			if evs[i] != nil {
+				finished = append(finished, *evs[i])
+			}
+		}
+		_, err = tx.InsertEvents(ctx, finished)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -415,24 +438,42 @@ func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a s
 // finishTx is finish in the caller's transaction. cc is the attempt's contact as read with the
 // attempt (its attempts count does not move while the attempt is open).
 func (s *Service) finishTx(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, outcome, detail string, now time.Time) error {
+	o, ev, err := s.decide(ctx, tx, c, st, a, cc, outcome, detail, now)
+	if err != nil {
+		return err
+	}
+	if err := tx.FinishAttempt(ctx, a, o.Outcome, o.Detail, o.State, o.Next, now); err != nil {
+		return err
+	}
+	if ev == nil {
+		return nil
+	}
+	_, err = tx.InsertEvent(ctx, *ev)
+	return err
+}
+
+// decide is what an attempt's outcome does: a retry when the outcome is retried and attempts
+// are left (the contact queued again, its next attempt after the growing delay), or the
+// contact's final state with its contact_finished event.
+func (s *Service) decide(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, outcome, detail string, now time.Time) (store.CampaignAttemptOutcome, *store.Event, error) {
+	o := store.CampaignAttemptOutcome{Attempt: a, Outcome: outcome, Detail: detail, State: outcome}
 	retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
 	if retry {
 		cur, err := tx.GetCampaign(ctx, c.ID)
 		if err != nil {
-			return err
+			return o, nil, err
 		}
 		retry = cur.Status != store.CampaignCancelled
 	}
 	if retry {
 		next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
-		return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
+		o.State, o.Next = store.ContactQueued, &next
+		return o, nil, nil
 	}
-	if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
-		return err
-	}
-	return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+	ev, err := campaignEventOf(c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
 		"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
 		"attempts": cc.Attempts, "conversation_id": a.ConversationID})
+	return o, &ev, err
 }
 
 // AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
