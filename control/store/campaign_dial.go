@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -163,25 +166,33 @@ type AttemptToSettle struct {
 	Attempt    CampaignAttempt
 	ConvStatus string
 	EndReason  string
+	// What the settle needs of the contact: its id, attempts, number and contact (ID,
+	// Attempts, ToNumber and ContactID are set; the rest is not read).
+	Contact CampaignContact
 }
 
 // AttemptsToSettle returns up to limit placed attempts of a campaign whose conversation is in
-// progress (the contact is in_call) or has ended (the outcome is to be recorded), and the
+// progress (the contact is in_call) or has ended (the outcome is to be recorded) once its
+// attempt job let go of it, and the
 // leased attempts older than stale whose conversation never came (the worker went away before
 // making it: nothing was dialled).
 func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale time.Time, limit int) ([]AttemptToSettle, error) {
 	return list(ctx, q, "attempts to settle", `SELECT a.conversation_id, a.campaign_id, a.campaign_contact_id, a.attempt, a.state, a.outcome, a.detail,
-		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, '')
+		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, ''), cc.attempts, cc.to_number, cc.contact_id
 		FROM campaign_attempts a JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
 		LEFT JOIN conversations c ON c.id = a.conversation_id
 		WHERE a.campaign_id = $1 AND (
-			(a.state = 'placed' AND (c.status = 'ended' OR (c.status = 'in_progress' AND cc.state = 'dialing')))
+			(a.state = 'placed' AND ((c.status = 'ended' AND NOT EXISTS (SELECT 1 FROM jobs j
+				WHERE j.dedupe_key = 'campaign_attempt:' || a.conversation_id AND j.state IN ('queued', 'running')))
+				OR (c.status = 'in_progress' AND cc.state = 'dialing')))
 			OR (a.state = 'leased' AND a.created_at < $2 AND c.id IS NULL))
 		ORDER BY a.created_at LIMIT $3`, []any{string(id), ts(normTime(stale)), clampLimit(limit)},
 		func(r rowScanner) (s AttemptToSettle, err error) {
 			a := &s.Attempt
 			err = r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
-				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}, &s.ConvStatus, &s.EndReason)
+				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}, &s.ConvStatus, &s.EndReason,
+				&s.Contact.Attempts, &s.Contact.ToNumber, nullTextCol[ContactID]{&s.Contact.ContactID})
+			s.Contact.ID, s.Contact.CampaignID = a.CampaignContactID, a.CampaignID
 			return s, err
 		})
 }
@@ -238,4 +249,287 @@ func (q *Queries) SkipCampaignContact(ctx context.Context, a CampaignAttempt, st
 func (q *Queries) RecentAttemptOutcomes(ctx context.Context, id CampaignID, n int) ([]CampaignAttempt, error) {
 	return list(ctx, q, "recent attempts", `SELECT `+attemptCols+` FROM campaign_attempts WHERE campaign_id = $1 AND state = 'finished'
 		ORDER BY finished_at DESC LIMIT $2`, []any{string(id), clampLimit(n)}, scanAttempt)
+}
+
+// AttemptToDial is what an attempt job reads before it dials: the attempt, its campaign (with
+// no counts), the contact, the organization, and whether the contact's number is on the
+// organization's do-not-call list now.
+type AttemptToDial struct {
+	Attempt  CampaignAttempt
+	Campaign Campaign
+	Contact  CampaignContact
+	Org      Org
+	OnDNC    bool
+}
+
+// GetAttemptToDial reads an attempt's rows in one joined query (the attempt job's one read
+// before it dials). It is ErrNotFound when there is no such attempt.
+func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (AttemptToDial, error) {
+	var d AttemptToDial
+	if !validID(id) {
+		return d, notFound("attempt", id)
+	}
+	err := q.get(ctx, "attempt to dial", `SELECT `+prefixCols("a", attemptCols)+`, `+prefixCols("c", campaignCols)+`,
+		`+prefixCols("cc", ccCols)+`, `+prefixCols("o", orgCols)+`,
+		EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
+		FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
+		JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`, []any{string(id)},
+		func(r rowScanner) error {
+			a, c, cc, o := &d.Attempt, &d.Campaign, &d.Contact, &d.Org
+			return r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
+				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt},
+				&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &c.Mode, &c.Name, &c.Status, jsonCol{&c.Settings}, nullTimeCol{&c.StartAt},
+				nullTextCol[string]{&c.PausedReason}, nullTextCol[string]{&c.PausedCode}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
+				nullTimeCol{&c.StartedAt}, nullTimeCol{&c.FinishedAt},
+				&cc.ID, &cc.CampaignID, &cc.OrgID, &cc.ProjectID, nullTextCol[ContactID]{&cc.ContactID}, &cc.ToNumber, &cc.Name, &cc.Timezone,
+				nullTextCol[string]{&cc.ExternalID}, jsonCol{&cc.Variables}, jsonCol{&cc.Metadata}, &cc.State, &cc.Attempts,
+				nullTextCol[string]{&cc.LastOutcome}, nullTextCol[string]{&cc.LastDetail}, nullTimeCol{&cc.NextAttemptAt},
+				nullTextCol[ConversationID]{&cc.ConversationID}, timeCol{&cc.CreatedAt}, timeCol{&cc.UpdatedAt}, nullTimeCol{&cc.FinishedAt},
+				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
+				&d.OnDNC)
+		})
+	return d, err
+}
+
+// prefixCols qualifies each of a list of columns with a table's alias.
+func prefixCols(alias, cols string) string {
+	f := strings.Split(cols, ",")
+	for i, c := range f {
+		f[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(f, ", ")
+}
+
+// AttemptJob is the job that dials a leased attempt, as LeaseCampaignAttempts enqueues it.
+type AttemptJob struct {
+	Kind        string
+	Payload     json.RawMessage
+	DedupeKey   string
+	MaxAttempts int
+}
+
+// LeaseCampaignAttempts leases the next attempt of each of ccs, as LeaseCampaignAttempt does,
+// and enqueues each leased attempt's job (job makes it), in the caller's transaction. A
+// contact no longer queued at its attempt count (another tick took it) is left out. It returns
+// the attempts leased. On PostgreSQL it costs three statements whatever the number of
+// contacts (their values travel as arrays); on SQLite, where a statement is no round trip,
+// the contacts are leased one by one.
+func (q *Queries) LeaseCampaignAttempts(ctx context.Context, ccs []CampaignContact, now time.Time, job func(CampaignAttempt) AttemptJob) ([]CampaignAttempt, error) {
+	if len(ccs) == 0 {
+		return nil, nil
+	}
+	if q.s.d.name != Postgres {
+		var out []CampaignAttempt
+		for _, cc := range ccs {
+			a, err := q.LeaseCampaignAttempt(ctx, cc, now)
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			j := job(a)
+			if _, _, err := q.EnqueueJob(ctx, NewJob{Kind: j.Kind, Payload: j.Payload, DedupeKey: j.DedupeKey, MaxAttempts: j.MaxAttempts}); err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	at := normTime(now)
+	byID := make(map[CampaignContactID]CampaignAttempt, len(ccs))
+	ids, attempts, convs := make([]string, len(ccs)), make([]int64, len(ccs)), make([]string, len(ccs))
+	for i, cc := range ccs {
+		a := CampaignAttempt{ConversationID: newID[ConversationID](), CampaignID: cc.CampaignID, CampaignContactID: cc.ID,
+			Attempt: cc.Attempts + 1, State: AttemptLeased, CreatedAt: at}
+		byID[cc.ID] = a
+		ids[i], attempts[i], convs[i] = string(cc.ID), int64(cc.Attempts), string(a.ConversationID)
+	}
+	got, err := list(ctx, q, "lease campaign contacts", `UPDATE campaign_contacts cc SET state = 'dialing', attempts = cc.attempts + 1,
+		conversation_id = v.conv, next_attempt_at = NULL, updated_at = $4
+		FROM unnest($1::text[]::uuid[], $2::int[], $3::text[]::uuid[]) AS v(id, attempts, conv)
+		WHERE cc.id = v.id AND cc.state = 'queued' AND cc.attempts = v.attempts RETURNING cc.id`,
+		[]any{ids, attempts, convs, ts(at)}, func(r rowScanner) (id CampaignContactID, err error) { err = r.Scan(&id); return id, err })
+	if err != nil || len(got) == 0 {
+		return nil, err
+	}
+	out := make([]CampaignAttempt, 0, len(got))
+	n := len(got)
+	aConv, aCamp, aCC, aNum := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	jIDs, jPayloads, jKeys, jKinds, jMax := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, id := range got {
+		a := byID[id]
+		out = append(out, a)
+		aConv[i], aCamp[i], aCC[i], aNum[i] = string(a.ConversationID), string(a.CampaignID), string(a.CampaignContactID), int64(a.Attempt)
+		j := job(a)
+		if j.Payload == nil {
+			j.Payload = json.RawMessage(`{}`)
+		}
+		if j.Kind == "" || !json.Valid(j.Payload) || j.MaxAttempts < 1 || j.DedupeKey == "" {
+			return nil, fmt.Errorf("store: %w: an attempt's job needs a kind, a JSON payload, a dedupe key and attempts", ErrInvalid)
+		}
+		jIDs[i], jPayloads[i], jKeys[i], jKinds[i], jMax[i] = string(newID[JobID]()), string(j.Payload), j.DedupeKey, j.Kind, int64(j.MaxAttempts)
+	}
+	if _, err := q.exec(ctx, "record attempts", `INSERT INTO campaign_attempts (`+attemptCols+`)
+		SELECT v.conv, v.camp, v.cc, v.attempt, 'leased', NULL, NULL, $5, NULL
+		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[]::uuid[], $4::int[]) AS v(conv, camp, cc, attempt)`,
+		aConv, aCamp, aCC, aNum, ts(at)); err != nil {
+		return nil, err
+	}
+	// The jobs as EnqueueJob makes them (queued, due now); each key is new with its attempt.
+	if _, err := q.exec(ctx, "enqueue attempt jobs", `INSERT INTO jobs (id, kind, payload, state, dedupe_key, next_attempt_at, attempts, max_attempts, created_at, updated_at)
+		SELECT v.id, v.kind, v.payload::jsonb, 'queued', v.key, $6, 0, v.max, $6, $6
+		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::int[]) AS v(id, kind, payload, key, max)`,
+		jIDs, jKinds, jPayloads, jKeys, jMax, ts(q.s.timeNow())); err != nil {
+		return nil, err
+	}
+	noted := map[string]bool{}
+	for _, k := range jKinds {
+		if !noted[k] {
+			noted[k] = true
+			q.noteEnqueued(k)
+		}
+	}
+	return out, nil
+}
+
+// CampaignAttemptOutcome is one attempt's outcome for FinishAttempts: the contact moves to State
+// (final, or queued again with its next attempt at Next).
+type CampaignAttemptOutcome struct {
+	Attempt CampaignAttempt
+	Outcome string
+	Detail  string
+	State   string
+	Next    *time.Time
+}
+
+// FinishAttempts is FinishAttempt for several attempts in the caller's transaction. It returns
+// whether each was finished (false: settled already). On PostgreSQL it costs two statements
+// whatever their number; on SQLite the attempts are finished one by one.
+func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcome, now time.Time) ([]bool, error) {
+	done := make([]bool, len(os))
+	if len(os) == 0 {
+		return done, nil
+	}
+	if q.s.d.name != Postgres || len(os) == 1 {
+		for i, o := range os {
+			err := q.FinishAttempt(ctx, o.Attempt, o.Outcome, o.Detail, o.State, o.Next, now)
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			done[i] = true
+		}
+		return done, nil
+	}
+	n := len(os)
+	convs, outcomes, details := make([]string, n), make([]string, n), make([]*string, n)
+	for i, o := range os {
+		convs[i], outcomes[i] = string(o.Attempt.ConversationID), o.Outcome
+		if o.Detail != "" {
+			details[i] = &os[i].Detail
+		}
+	}
+	at := ts(normTime(now))
+	got, err := list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
+		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]) AS v(conv, outcome, detail)
+		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING a.conversation_id`,
+		[]any{convs, outcomes, details, at}, func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err })
+	if err != nil || len(got) == 0 {
+		return done, err
+	}
+	finished := make(map[ConversationID]bool, len(got))
+	for _, id := range got {
+		finished[id] = true
+	}
+	var ccIDs, ccConvs, states, cOutcomes []string
+	var cDetails, nexts []*string
+	for i, o := range os {
+		if !finished[o.Attempt.ConversationID] {
+			continue
+		}
+		done[i] = true
+		ccIDs, ccConvs = append(ccIDs, string(o.Attempt.CampaignContactID)), append(ccConvs, string(o.Attempt.ConversationID))
+		states, cOutcomes, cDetails = append(states, o.State), append(cOutcomes, o.Outcome), append(cDetails, details[i])
+		var next *string
+		if o.Next != nil {
+			s := ts(normTime(*o.Next))
+			next = &s
+		}
+		nexts = append(nexts, next)
+	}
+	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+		next_attempt_at = v.next::timestamptz, updated_at = $7, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $7::timestamptz END
+		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::text[]) AS v(id, conv, state, outcome, detail, next)
+		WHERE cc.id = v.id AND cc.conversation_id = v.conv`, ccIDs, ccConvs, states, cOutcomes, cDetails, nexts, at)
+	return done, err
+}
+
+// InsertEvents records several events, as InsertEvent does each, in the caller's transaction:
+// one INSERT for them all, and one read of the receivers per project and mode. It returns them
+// with their ids and times.
+func (q *Queries) InsertEvents(ctx context.Context, es []Event) ([]Event, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	if len(es) == 1 {
+		e, err := q.InsertEvent(ctx, es[0])
+		return []Event{e}, err
+	}
+	out := make([]Event, len(es))
+	var vals strings.Builder
+	var args []any
+	now := q.s.timeNow()
+	for i, e := range es {
+		if !validID(e.OrgID) || e.Type == "" || (e.Mode != ModeLive && e.Mode != ModeTest) {
+			return nil, fmt.Errorf("store: %w: an event needs an organization, a type and a mode", ErrInvalid)
+		}
+		data, err := objectOr("event data", e.Data)
+		if err != nil {
+			return nil, err
+		}
+		e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), now
+		out[i] = e
+		if i > 0 {
+			vals.WriteString(", ")
+		}
+		k := len(args)
+		fmt.Fprintf(&vals, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", k+1, k+2, k+3, k+4, k+5, k+6, k+7, k+8, k+9)
+		args = append(args, string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
+			nullText(e.AgentID), data, ts(e.CreatedAt))
+	}
+	err := q.atomic(ctx, func(q *Queries) error {
+		if _, err := q.exec(ctx, "insert events", `INSERT INTO events (`+eventCols+`) VALUES `+vals.String(), args...); err != nil {
+			return err
+		}
+		type key struct {
+			p ProjectID
+			m Mode
+		}
+		rs := map[key][]Receiver{}
+		for _, e := range out {
+			if !fansOut(e) {
+				continue
+			}
+			k := key{e.ProjectID, e.Mode}
+			got, ok := rs[k]
+			if !ok {
+				var err error
+				if got, err = list(ctx, q, "receivers of an event", receiversOfEvent, []any{string(e.ProjectID), string(e.Mode)}, scanReceiver); err != nil {
+					return err
+				}
+				rs[k] = got
+			}
+			if err := q.deliverTo(ctx, e, got); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -475,16 +475,25 @@ func (s *Service) Create(ctx context.Context, act app.Actor, body CampaignCreate
 
 // campaignEvent records one of the campaign's events on the change's transaction.
 func campaignEvent(ctx context.Context, q *store.Queries, c store.Campaign, typ string, extra map[string]any) error {
+	e, err := campaignEventOf(c, typ, extra)
+	if err != nil {
+		return err
+	}
+	_, err = q.InsertEvent(ctx, e)
+	return err
+}
+
+// campaignEventOf is the event campaignEvent records.
+func campaignEventOf(c store.Campaign, typ string, extra map[string]any) (store.Event, error) {
 	data := map[string]any{"campaign_id": c.ID, "name": c.Name, "status": c.Status}
 	for k, v := range extra {
 		data[k] = v
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return err
+		return store.Event{}, err
 	}
-	_, err = q.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: typ, AgentID: c.AgentID, Data: raw})
-	return err
+	return store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: typ, AgentID: c.AgentID, Data: raw}, nil
 }
 
 // CampaignFilter narrows a list of campaigns.

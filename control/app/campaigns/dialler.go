@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/fault"
@@ -26,7 +27,11 @@ import (
 // transaction; the job (AttemptJob) dials. The attempt becomes "placed" in the transaction
 // that stores its conversation, before the INVITE, so a job run again after a crash, a lost
 // lease or a second worker finds it placed and dials nothing: each attempt is dialled at most
-// once, and the contact's attempts count every call that may have rung.
+// once, and the contact's attempts count every call that may have rung. An ended call is
+// settled by the tick only once its attempt job let go of it (done, or given up): a dial that
+// failed at once is settled by its job, with the cause it learned (the trunk unreachable, …),
+// so the cause recorded, and counted by the circuit breaker, never depends on which of the two
+// got there first.
 
 // KindAttempt is the job kind of one campaign attempt.
 const KindAttempt = "campaigns.attempt"
@@ -49,7 +54,32 @@ const (
 // AttemptPayload is the payload of an attempt job.
 type AttemptPayload struct {
 	ConversationID store.ConversationID `json:"conversation_id"`
+	// Start is the campaign's start rules as the tick that leased the attempt resolved them,
+	// once for the campaign and tick. It is absent when they failed there (or the contact's
+	// variables do not suit the agent): the job then runs every check itself and fails the
+	// attempt with the problem's code. A job that runs later than startFresh after the tick
+	// (a retry after a crash) runs them again too.
+	Start *ResolvedStart `json:"start,omitempty"`
 }
+
+// ResolvedStart is what the start rules found for a campaign: the agent and version to run,
+// the number to call from. The do-not-call list is not in it: the job reads it with the
+// attempt, at dial time.
+type ResolvedStart struct {
+	AgentID    store.AgentID       `json:"agent_id"`
+	ProjectID  store.ProjectID     `json:"project_id"`
+	Version    int                 `json:"version"`
+	Language   string              `json:"language"`
+	FromID     store.PhoneNumberID `json:"from_id"`
+	FromNumber string              `json:"from_number"`
+	Trunk      string              `json:"trunk,omitempty"`
+	At         time.Time           `json:"at"`
+
+	def *agentdef.Definition // the tick's, to check each contact's variables
+}
+
+// startFresh is how long after the tick a job trusts the start rules it resolved.
+const startFresh = 5 * time.Second
 
 // TickResult counts what one tick did.
 type TickResult struct {
@@ -150,30 +180,98 @@ func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) 
 	// The tick's leases, each with its job, commit together: one transaction per tick, not
 	// per contact. A contact another tick took meanwhile is left out (its lease is a
 	// conditional update that changes nothing, not an error).
+	rs := s.resolveStart(ctx, c, org, st, open[0], now)
+	suits := make(map[store.CampaignContactID]bool, len(open))
+	for _, cc := range open {
+		suits[cc.ID] = rs.suits(cc)
+	}
+	job := func(a store.CampaignAttempt) store.AttemptJob {
+		p := AttemptPayload{ConversationID: a.ConversationID}
+		if suits[a.CampaignContactID] {
+			p.Start = rs
+		}
+		payload, _ := json.Marshal(p)
+		return store.AttemptJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}
+	}
 	leased := 0
 	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
-		leased = 0
-		for _, cc := range open {
-			a, err := tx.LeaseCampaignAttempt(ctx, cc, now)
-			if errors.Is(err, store.ErrConflict) {
-				continue // another tick took it
-			}
-			if err != nil {
-				return err
-			}
-			payload, _ := json.Marshal(AttemptPayload{ConversationID: a.ConversationID})
-			if _, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}); err != nil {
-				return err
-			}
-			leased++
-		}
-		return nil
+		as, err := tx.LeaseCampaignAttempts(ctx, open, now, job)
+		leased = len(as)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	res.Leased += leased
 	return nil
+}
+
+// campaignActor is the system actor a campaign's calls are made as: its organization, narrowed
+// to its project and mode.
+func campaignActor(org store.Org, c store.Campaign) app.Actor {
+	act := app.SystemActor(org, "campaign")
+	act.Scope = act.Scope.Narrow(c.ProjectID)
+	act.Scope.Mode = c.Mode
+	return act
+}
+
+// resolveStart runs the campaign's start rules once for the tick (the agent, its project and
+// definition, the number to call from, the credit), for cc, the first of the tick's contacts.
+// It is nil when they fail (each job then runs them, and fails its attempt with the problem):
+// the do-not-call list is left to each job, and each contact's variables to suits.
+func (s *Service) resolveStart(ctx context.Context, c store.Campaign, org store.Org, st settings, cc store.CampaignContact, now time.Time) *ResolvedStart {
+	var vars calls.Variables
+	_ = json.Unmarshal(cc.Variables, &vars)
+	body := calls.CallCreate{AgentID: string(c.AgentID), ToNumber: cc.ToNumber, StartOptions: calls.StartOptions{Variables: vars}}
+	if st.PhoneNumberID != "" {
+		body.PhoneNumberID = &st.PhoneNumberID
+	}
+	start, err := s.Calls.Rules.CheckCall(ctx, s.Store.Queries, campaignActor(org, c), c.Mode, body, now, false)
+	var fe *fault.Error
+	if err != nil && (!errors.As(err, &fe) || fe.Code != fault.CodeDoNotCall) || start.Def == nil || start.From.ID == "" {
+		return nil
+	}
+	return &ResolvedStart{AgentID: start.Agent.ID, ProjectID: start.Agent.ProjectID, Version: start.Version, Language: start.Language,
+		FromID: start.From.ID, FromNumber: start.From.Number, Trunk: start.From.Trunk, At: now, def: start.Def}
+}
+
+// suits reports whether a contact's variables pass the agent's checks (as the start rules
+// check them); one that does not gets no resolved start, and its job reports the problem.
+func (rs *ResolvedStart) suits(cc store.CampaignContact) bool {
+	if rs == nil || rs.def == nil {
+		return false
+	}
+	var vars calls.Variables
+	if len(cc.Variables) > 0 && json.Unmarshal(cc.Variables, &vars) != nil {
+		return false
+	}
+	if vars == nil {
+		vars = calls.Variables{}
+	}
+	if len(rs.def.CheckVariables(vars)) > 0 {
+		return false
+	}
+	for _, v := range vars {
+		if s, ok := v.(string); ok && strings.Contains(s, "{{") {
+			return false
+		}
+	}
+	return true
+}
+
+// start is the calls.Start of a resolved start for one contact.
+func (rs *ResolvedStart) start(vars calls.Variables, meta calls.Metadata, external string) (calls.Start, error) {
+	st := calls.Start{Agent: store.Agent{ID: rs.AgentID, ProjectID: rs.ProjectID}, Version: rs.Version, Language: rs.Language,
+		External: external, From: store.PhoneNumber{ID: rs.FromID, Number: rs.FromNumber, Trunk: rs.Trunk}}
+	if vars == nil {
+		vars = calls.Variables{}
+	}
+	var err error
+	if st.Variables, err = json.Marshal(vars); err != nil {
+		return st, err
+	}
+	st.Metadata, err = json.Marshal(meta)
+	return st, err
 }
 
 // zoneOf loads the contact's zone, else the organization's, else UTC. Zones were checked when
@@ -275,11 +373,14 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 	if len(todo) == 0 {
 		return 0, nil
 	}
-	// The tick's settles commit together, one transaction per tick. One that finds its
-	// attempt settled meanwhile is left out (a conditional update that changes nothing).
+	// The tick's settles commit together, one transaction per tick, the outcomes and their
+	// events written in a few statements for them all. One that finds its attempt settled
+	// meanwhile is left out (a conditional update that changes nothing).
 	n := 0
 	err = s.Store.Tx(ctx, func(tx *store.Tx) error {
 		n = 0
+		var outs []store.CampaignAttemptOutcome
+		var evs []*store.Event
 		for _, t := range todo {
 			a := t.Attempt
 			var err error
@@ -289,7 +390,12 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 			case t.ConvStatus == store.ConvInProgress:
 				err = tx.MarkContactInCall(ctx, a, now)
 			default:
-				err = s.finishTx(ctx, tx, c, st, a, outcomeOf(t.EndReason), t.EndReason, now)
+				o, ev, err := s.decide(ctx, tx, c, st, a, t.Contact, outcomeOf(t.EndReason), t.EndReason, now)
+				if err != nil {
+					return err
+				}
+				outs, evs = append(outs, o), append(evs, ev)
+				continue
 			}
 			if errors.Is(err, store.ErrConflict) {
 				continue
@@ -299,7 +405,22 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 			}
 			n++
 		}
-		return nil
+		done, err := tx.FinishAttempts(ctx, outs, now)
+		if err != nil {
+			return err
+		}
+		var finished []store.Event
+		for i, ok := range done {
+			if !ok {
+				continue
+			}
+			n++
+			if evs[i] != nil {
+				finished = append(finished, *evs[i])
+			}
+		}
+		_, err = tx.InsertEvents(ctx, finished)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -310,58 +431,64 @@ func (s *Service) settle(ctx context.Context, c store.Campaign, st settings, now
 // finish records an attempt's outcome: a retry when the outcome is retried and attempts are
 // left (queued, its next attempt after the growing delay), or the contact's final state with
 // a contact_finished event.
-func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
-	return s.Store.Tx(ctx, func(tx *store.Tx) error { return s.finishTx(ctx, tx, c, st, a, outcome, detail, now) })
+func (s *Service) finish(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, outcome, detail string, now time.Time) error {
+	return s.Store.Tx(ctx, func(tx *store.Tx) error { return s.finishTx(ctx, tx, c, st, a, cc, outcome, detail, now) })
 }
 
-// finishTx is finish in the caller's transaction.
-func (s *Service) finishTx(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, outcome, detail string, now time.Time) error {
-	cc, err := tx.GetCampaignContact(ctx, a.CampaignContactID)
+// finishTx is finish in the caller's transaction. cc is the attempt's contact as read with the
+// attempt (its attempts count does not move while the attempt is open).
+func (s *Service) finishTx(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, outcome, detail string, now time.Time) error {
+	o, ev, err := s.decide(ctx, tx, c, st, a, cc, outcome, detail, now)
 	if err != nil {
 		return err
 	}
+	if err := tx.FinishAttempt(ctx, a, o.Outcome, o.Detail, o.State, o.Next, now); err != nil {
+		return err
+	}
+	if ev == nil {
+		return nil
+	}
+	_, err = tx.InsertEvent(ctx, *ev)
+	return err
+}
+
+// decide is what an attempt's outcome does: a retry when the outcome is retried and attempts
+// are left (the contact queued again, its next attempt after the growing delay), or the
+// contact's final state with its contact_finished event.
+func (s *Service) decide(ctx context.Context, tx *store.Tx, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, outcome, detail string, now time.Time) (store.CampaignAttemptOutcome, *store.Event, error) {
+	o := store.CampaignAttemptOutcome{Attempt: a, Outcome: outcome, Detail: detail, State: outcome}
 	retry := slices.Contains(st.Callbacks.RetryOn, outcome) && cc.Attempts < st.Callbacks.MaxAttempts
 	if retry {
 		cur, err := tx.GetCampaign(ctx, c.ID)
 		if err != nil {
-			return err
+			return o, nil, err
 		}
 		retry = cur.Status != store.CampaignCancelled
 	}
 	if retry {
 		next := now.Add(retryDelay(st.Callbacks, cc.Attempts))
-		return tx.FinishAttempt(ctx, a, outcome, detail, store.ContactQueued, &next, now)
+		o.State, o.Next = store.ContactQueued, &next
+		return o, nil, nil
 	}
-	if err := tx.FinishAttempt(ctx, a, outcome, detail, outcome, nil, now); err != nil {
-		return err
-	}
-	return campaignEvent(ctx, tx.Queries, c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
+	ev, err := campaignEventOf(c, "campaign.contact_finished", map[string]any{"campaign_contact_id": cc.ID,
 		"contact_id": app.Nullable(cc.ContactID), "to_number": cc.ToNumber, "outcome": outcome, "detail": detail,
 		"attempts": cc.Attempts, "conversation_id": a.ConversationID})
+	return o, &ev, err
 }
 
 // AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
 // for the same attempt: once the attempt is placed, or settled, it dials nothing.
 func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
-	a, err := s.Store.GetCampaignAttempt(ctx, p.ConversationID)
+	// One joined read: the attempt, its campaign, the contact, the organization, and whether
+	// the number is on the do-not-call list now.
+	d, err := s.Store.GetAttemptToDial(ctx, p.ConversationID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
-	if err != nil || a.State != store.AttemptLeased {
+	if err != nil || d.Attempt.State != store.AttemptLeased {
 		return err // placed or settled: never dialled again
 	}
-	c, err := s.Store.GetCampaign(ctx, a.CampaignID)
-	if err != nil {
-		return err
-	}
-	cc, err := s.Store.GetCampaignContact(ctx, a.CampaignContactID)
-	if err != nil {
-		return err
-	}
-	org, err := s.Store.GetOrg(ctx, c.OrgID)
-	if err != nil {
-		return err
-	}
+	a, c, cc, org := d.Attempt, d.Campaign, d.Contact, d.Org
 	st := readSettings(c.Settings)
 	now := s.now()
 	giveBack := func(why string, next *time.Time) error {
@@ -385,9 +512,7 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		next := st.CallingHours.NextOpening(now, loc)
 		return giveBack("outside the calling hours", &next)
 	}
-	act := app.SystemActor(org, "campaign")
-	act.Scope = act.Scope.Narrow(c.ProjectID)
-	act.Scope.Mode = c.Mode
+	act := campaignActor(org, c)
 	var vars calls.Variables
 	var meta calls.Metadata
 	_ = json.Unmarshal(cc.Variables, &vars)
@@ -404,13 +529,23 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	if st.PhoneNumberID != "" {
 		body.PhoneNumberID = &st.PhoneNumberID
 	}
-	start, err := s.Calls.Rules.CheckCall(ctx, s.Store.Queries, act, c.Mode, body, now, false)
+	var start calls.Start
+	if rs := p.Start; rs != nil && rs.AgentID == c.AgentID && now.Sub(rs.At).Abs() < startFresh {
+		// The tick resolved the start rules a moment ago; the do-not-call list is read now.
+		if d.OnDNC {
+			err = fault.E(fault.CodeDoNotCall, "%s is on the organization's do-not-call list.", cc.ToNumber)
+		} else {
+			start, err = rs.start(vars, meta, cc.ExternalID)
+		}
+	} else {
+		start, err = s.Calls.Rules.CheckCall(ctx, s.Store.Queries, act, c.Mode, body, now, false)
+	}
 	var fe *fault.Error
 	switch {
 	case errors.As(err, &fe) && fe.Code == fault.CodeDoNotCall:
 		return s.skip(ctx, c, a, cc, store.ContactSkippedDNC, fe.Code, now)
 	case errors.As(err, &fe):
-		return s.failAttempt(ctx, c, st, a, fe.Code, now)
+		return s.failAttempt(ctx, c, st, a, cc, fe.Code, now)
 	case err != nil:
 		return err
 	}
@@ -466,7 +601,7 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		if errors.As(err, &fe) {
 			code = fe.Code
 		}
-		if ferr := s.finish(ctx, c, st, a, store.ContactFailed, code, s.now()); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
+		if ferr := s.finish(ctx, c, st, a, cc, store.ContactFailed, code, s.now()); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
 			return ferr
 		}
 	}
@@ -490,8 +625,8 @@ func (s *Service) skip(ctx context.Context, c store.Campaign, a store.CampaignAt
 
 // failAttempt ends an attempt that could not be placed (the agent unpublished, credit used up,
 // …) as failed with the problem code, for the breaker to count.
-func (s *Service) failAttempt(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, code string, now time.Time) error {
-	err := s.finish(ctx, c, st, a, store.ContactFailed, code, now)
+func (s *Service) failAttempt(ctx context.Context, c store.Campaign, st settings, a store.CampaignAttempt, cc store.CampaignContact, code string, now time.Time) error {
+	err := s.finish(ctx, c, st, a, cc, store.ContactFailed, code, now)
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}

@@ -21,6 +21,7 @@ var campaignTests = []struct {
 	{"DoNotCallList", testDoNotCallList},
 	{"CampaignLifecycle", testCampaignLifecycle},
 	{"CampaignLeaseOnce", testCampaignLeaseOnce},
+	{"CampaignBatchLeaseAndSettle", testCampaignBatchLeaseAndSettle},
 }
 
 func testContactsScopeAndUpsert(t *testing.T, open Opener) {
@@ -274,4 +275,102 @@ func testCampaignLeaseOnce(t *testing.T, open Opener) {
 	if r := must[[]store.CampaignAttempt](t, "recent")(w.s.RecentAttemptOutcomes(ctx, c.ID, 5)); len(r) != 1 || r[0].Outcome != "no_answer" {
 		t.Fatalf("recent %+v", r)
 	}
+}
+
+// testCampaignBatchLeaseAndSettle: a tick's batch lease leaves out the contacts another took
+// and enqueues one job per attempt; the attempt's joined read sees the do-not-call list as it
+// is now; the batch settle leaves out an attempt settled already and moves each contact to
+// its state; a batch of events is recorded whole.
+func testCampaignBatchLeaseAndSettle(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	c, _ := newCampaign(t, w, 6)
+	now := time.Now()
+	due := must[[]store.CampaignContact](t, "due")(w.s.DueCampaignContacts(ctx, c.ID, now, 100))
+	if len(due) != 6 {
+		t.Fatalf("%d due", len(due))
+	}
+	for _, cc := range due[:2] { // another tick took these two
+		must[struct{}](t, "lease one")(struct{}{}, w.s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.LeaseCampaignAttempt(ctx, cc, now); return err }))
+	}
+	kind := "test.campaign_attempt." + fmt.Sprint(now.UnixNano())
+	var as []store.CampaignAttempt
+	must[struct{}](t, "lease batch")(struct{}{}, w.s.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		as, err = tx.LeaseCampaignAttempts(ctx, due, now, func(a store.CampaignAttempt) store.AttemptJob {
+			return store.AttemptJob{Kind: kind, Payload: json.RawMessage(`{"conversation_id":"` + string(a.ConversationID) + `"}`),
+				DedupeKey: "test:" + string(a.ConversationID), MaxAttempts: 3}
+		})
+		return err
+	}))
+	if len(as) != 4 {
+		t.Fatalf("%d leased, want the 4 not taken", len(as))
+	}
+	jobs := must[[]store.Job](t, "jobs")(w.s.ListJobs(ctx, store.JobFilter{Kind: kind, Limit: 100}))
+	if len(jobs) != 4 || jobs[0].State != store.JobQueued || jobs[0].MaxAttempts != 3 {
+		t.Fatalf("jobs %+v", jobs)
+	}
+	for _, a := range as {
+		cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, a.CampaignContactID))
+		if cc.State != store.ContactDialing || cc.Attempts != 1 || cc.ConversationID != a.ConversationID || a.Attempt != 1 {
+			t.Fatalf("leased %+v for %+v", cc, a)
+		}
+	}
+	d := must[store.AttemptToDial](t, "to dial")(w.s.GetAttemptToDial(ctx, as[0].ConversationID))
+	if d.Attempt.State != store.AttemptLeased || d.Campaign.ID != c.ID || d.Contact.ID != as[0].CampaignContactID || d.Org.ID != w.org.ID || d.OnDNC {
+		t.Fatalf("to dial %+v", d)
+	}
+	if _, _, err := w.s.DoNotCallList().Add(ctx, w.all(), store.DoNotCall{Number: d.Contact.ToNumber, Source: store.DNCSourceAPI}); err != nil {
+		t.Fatal(err)
+	}
+	if d = must[store.AttemptToDial](t, "to dial")(w.s.GetAttemptToDial(ctx, as[0].ConversationID)); !d.OnDNC {
+		t.Fatal("the number put on the list is not seen at dial time")
+	}
+	_, err := w.s.GetAttemptToDial(ctx, store.NewConversationID())
+	wantErr(t, "no such attempt", err, store.ErrNotFound)
+
+	next := now.Add(time.Hour)
+	must[struct{}](t, "finish one")(struct{}{}, w.s.FinishAttempt(ctx, as[0], "busy", "", "busy", nil, now))
+	var done []bool
+	must[struct{}](t, "finish batch")(struct{}{}, w.s.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		done, err = tx.FinishAttempts(ctx, []store.CampaignAttemptOutcome{
+			{Attempt: as[0], Outcome: "no_answer", State: "no_answer"}, // settled already
+			{Attempt: as[1], Outcome: "no_answer", Detail: "ring timeout", State: store.ContactQueued, Next: &next},
+			{Attempt: as[2], Outcome: "failed", Detail: "upstream_unreachable", State: "failed"},
+		}, now)
+		return err
+	}))
+	if len(done) != 3 || done[0] || !done[1] || !done[2] {
+		t.Fatalf("finished %v", done)
+	}
+	if cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[0].CampaignContactID)); cc.State != "busy" || cc.LastOutcome != "busy" {
+		t.Fatalf("settled twice: %+v", cc)
+	}
+	cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[1].CampaignContactID))
+	if cc.State != store.ContactQueued || cc.LastDetail != "ring timeout" || cc.NextAttemptAt == nil || !cc.NextAttemptAt.Equal(next.Truncate(time.Microsecond)) || cc.FinishedAt != nil {
+		t.Fatalf("retried %+v", cc)
+	}
+	cc = must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[2].CampaignContactID))
+	if cc.State != "failed" || cc.LastDetail != "upstream_unreachable" || cc.FinishedAt == nil || cc.NextAttemptAt != nil {
+		t.Fatalf("failed %+v", cc)
+	}
+	r := must[[]store.CampaignAttempt](t, "recent")(w.s.RecentAttemptOutcomes(ctx, c.ID, 10))
+	if len(r) != 3 {
+		t.Fatalf("recent %+v", r)
+	}
+
+	before := must[[]store.Event](t, "events")(w.s.ListEvents(ctx, w.org.ID, store.ModeLive, "", 1000))
+	var es []store.Event
+	for i := range 3 {
+		es = append(es, store.Event{OrgID: w.org.ID, ProjectID: w.p1.ID, Mode: store.ModeLive, Type: "campaign.contact_finished",
+			Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	must[struct{}](t, "events")(struct{}{}, w.s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.InsertEvents(ctx, es); return err }))
+	after := must[[]store.Event](t, "events")(w.s.ListEvents(ctx, w.org.ID, store.ModeLive, "", 1000))
+	if len(after) != len(before)+3 {
+		t.Fatalf("%d events recorded, want 3", len(after)-len(before))
+	}
+	bad := []store.Event{es[0], {OrgID: w.org.ID, Mode: store.ModeLive}}
+	wantErr(t, "an event with no type", w.s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.InsertEvents(ctx, bad); return err }), store.ErrInvalid)
 }
