@@ -19,24 +19,26 @@ const wavHeader = 44
 
 // recoverRecording handles the recording a node that died (kill -9) left of a conversation it
 // ran: the WAV's header sizes are fixed from the file's length (the recorder patches them only
-// at checkpoints) and the file is named on the conversation, so it can be fetched and is
-// deleted with it. A file that cannot be repaired is removed: caller audio is never left
-// unreachable on disk. It does nothing when there is no file or the recording is named.
-func (rt *Runtime) recoverRecording(ctx context.Context, c store.Conversation) error {
+// at checkpoints), and its path is returned so that the conversation is ended naming it, in the
+// same transaction (a reader never sees the call ended without its recording); it can then be
+// fetched and is deleted with the conversation. A file that cannot be repaired is removed:
+// caller audio is never left unreachable on disk. It returns "" when there is no file or the
+// recording is already named.
+func (rt *Runtime) recoverRecording(c store.Conversation) (string, error) {
 	if rt.o.DataDir == "" || c.Recording != "" {
-		return nil
+		return "", nil
 	}
 	rel := filepath.ToSlash(filepath.Join("recordings", string(c.ID)+".wav"))
 	abs := filepath.Join(rt.o.DataDir, filepath.FromSlash(rel))
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err := repairWAV(abs); err != nil {
 		rt.log.Warn("recording: a partial recording cannot be repaired; removing it", "conversation", c.ID, "err", err)
-		return os.Remove(abs)
+		return "", os.Remove(abs)
 	}
 	rt.log.Info("recording: a partial recording was repaired and attached", "conversation", c.ID)
-	return rt.store.SetConversationRecording(ctx, c.ID, rel)
+	return rel, nil
 }
 
 // repairWAV sets the RIFF and data sizes of a canonical PCM WAV file from its length, dropping

@@ -488,11 +488,12 @@ func (rt *Runtime) endLost(ctx context.Context, c store.Conversation) error {
 	if c.Status == store.ConvInProgress {
 		reason = session.EndNetworkLost
 	}
-	if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, "", store.CallOutcome{}); err != nil {
-		return err
-	}
-	if err := rt.recoverRecording(ctx, c); err != nil {
+	rec, err := rt.recoverRecording(c)
+	if err != nil {
 		rt.log.Warn("recording: cannot recover the recording of a lost conversation", "conversation", c.ID, "err", err)
+	}
+	if err := rt.storeEnd(ctx, c, reason, session.Cost{}, nil, rec, store.CallOutcome{}); err != nil {
+		return err
 	}
 	rt.settleCommands(ctx, c.ID)
 	rt.ReleaseCallSlot(ctx, c.OrgID, c.ID)
