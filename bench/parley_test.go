@@ -121,7 +121,10 @@ func TestSIPCallerAgainstParley(t *testing.T) {
 		if r.Ingress < 0 || r.Ingress > 150 || r.Egress < 0 || r.Egress > 60 {
 			t.Errorf("turn %d: ingress %.1f ms, egress %.1f ms", r.Turn, r.Ingress, r.Egress)
 		}
-		if r.LLMFirstToken < 115 || r.LLMFirstToken > 160 || r.TTSFirstByte < 55 || r.TTSFirstByte > 100 {
+		// Lower bounds catch a fake that ignored its configuration; the upper ones are loose
+		// (2.5×), since a race build beside the rest of the suite adds scheduling delay (CI saw
+		// the TTS fake's first byte at 114 ms of 60).
+		if r.LLMFirstToken < 115 || r.LLMFirstToken > 300 || r.TTSFirstByte < 55 || r.TTSFirstByte > 150 {
 			t.Errorf("turn %d: the fakes' latencies were not what was configured: LLM %.1f, TTS %.1f", r.Turn, r.LLMFirstToken, r.TTSFirstByte)
 		}
 		if r.ShareEar < 0 || r.ShareEar > 300 {
