@@ -108,6 +108,23 @@ func TestInboundPhoneCallThroughServe(t *testing.T) {
 	if !strings.Contains(jsonString(conv), "i would like to know your opening hours") {
 		t.Fatalf("the caller's words did not reach the recognizer: %s", jsonString(conv))
 	}
+	// Issue 22 item 13 on a voice call: every final line says when it was started and ended
+	// (ended_at not before started_at), and seq orders the lines by completion.
+	lines, _ := conv["transcript"].([]any)
+	lastEnd, lastSeq := "", -1.0
+	for _, x := range lines {
+		l := x.(map[string]any)
+		st, _ := l["started_at"].(string)
+		en, _ := l["ended_at"].(string)
+		seq, _ := l["seq"].(float64)
+		if st == "" || en == "" || en < st || seq <= lastSeq || en < lastEnd {
+			t.Fatalf("transcript line times: %v (previous line ended %s, seq %v)", l, lastEnd, lastSeq)
+		}
+		lastEnd, lastSeq = en, seq
+	}
+	if len(lines) < 2 {
+		t.Fatalf("transcript %v", lines)
+	}
 	if err := call.Bye(ctx); err != nil {
 		t.Fatalf("BYE: %v", err)
 	}
