@@ -285,7 +285,7 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 				nullTextCol[string]{&cc.ExternalID}, jsonCol{&cc.Variables}, jsonCol{&cc.Metadata}, &cc.State, &cc.Attempts,
 				nullTextCol[string]{&cc.LastOutcome}, nullTextCol[string]{&cc.LastDetail}, nullTimeCol{&cc.NextAttemptAt},
 				nullTextCol[ConversationID]{&cc.ConversationID}, timeCol{&cc.CreatedAt}, timeCol{&cc.UpdatedAt}, nullTimeCol{&cc.FinishedAt},
-				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
+				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
 				&d.OnDNC)
 		})
 	return d, err
