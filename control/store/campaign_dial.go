@@ -426,14 +426,14 @@ type CampaignAttemptOutcome struct {
 }
 
 // FinishAttempts is FinishAttempt for several attempts in the caller's transaction. It returns
-// whether each was finished (false: settled already). On PostgreSQL it costs two statements
-// whatever their number; on SQLite the attempts are finished one by one.
+// whether each was finished (false: settled already). It costs two statements whatever their
+// number (the lists as arrays on PostgreSQL, as one JSON array on SQLite).
 func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcome, now time.Time) ([]bool, error) {
 	done := make([]bool, len(os))
 	if len(os) == 0 {
 		return done, nil
 	}
-	if q.s.d.name != Postgres || len(os) == 1 {
+	if len(os) == 1 {
 		for i, o := range os {
 			err := q.FinishAttempt(ctx, o.Attempt, o.Outcome, o.Detail, o.State, o.Next, now)
 			if errors.Is(err, ErrConflict) {
@@ -455,10 +455,23 @@ func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcom
 		}
 	}
 	at := ts(normTime(now))
-	got, err := list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
+	pg := q.s.d.name == Postgres
+	scanID := func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err }
+	var got []ConversationID
+	var err error
+	if pg {
+		got, err = list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
 		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]) AS v(conv, outcome, detail)
 		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING a.conversation_id`,
-		[]any{convs, outcomes, details, at}, func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err })
+			[]any{convs, outcomes, details, at}, scanID)
+	} else {
+		// SQLite: the same lists as one JSON array of [conversation, outcome, detail] rows.
+		got, err = list(ctx, q, "finish attempts", `UPDATE campaign_attempts AS a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $2
+		FROM (SELECT json_extract(value, '$[0]') AS conv, json_extract(value, '$[1]') AS outcome, json_extract(value, '$[2]') AS detail
+			FROM json_each($1)) AS v
+		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING conversation_id`,
+			[]any{jsonRows(n, func(i int) []any { return []any{convs[i], outcomes[i], details[i]} }), at}, scanID)
+	}
 	if err != nil || len(got) == 0 {
 		return done, err
 	}
@@ -482,10 +495,19 @@ func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcom
 		}
 		nexts = append(nexts, next)
 	}
-	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+	if pg {
+		_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
 		next_attempt_at = v.next::timestamptz, updated_at = $7, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $7::timestamptz END
 		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::text[]) AS v(id, conv, state, outcome, detail, next)
 		WHERE cc.id = v.id AND cc.conversation_id = v.conv`, ccIDs, ccConvs, states, cOutcomes, cDetails, nexts, at)
+		return done, err
+	}
+	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts AS cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+		next_attempt_at = v.next, updated_at = $2, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $2 END
+		FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS conv, json_extract(value, '$[2]') AS state,
+			json_extract(value, '$[3]') AS outcome, json_extract(value, '$[4]') AS detail, json_extract(value, '$[5]') AS next FROM json_each($1)) AS v
+		WHERE cc.id = v.id AND cc.conversation_id = v.conv`,
+		jsonRows(len(ccIDs), func(i int) []any { return []any{ccIDs[i], ccConvs[i], states[i], cOutcomes[i], cDetails[i], nexts[i]} }), at)
 	return done, err
 }
 
