@@ -285,10 +285,21 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 				nullTextCol[string]{&cc.ExternalID}, jsonCol{&cc.Variables}, jsonCol{&cc.Metadata}, &cc.State, &cc.Attempts,
 				nullTextCol[string]{&cc.LastOutcome}, nullTextCol[string]{&cc.LastDetail}, nullTimeCol{&cc.NextAttemptAt},
 				nullTextCol[ConversationID]{&cc.ConversationID}, timeCol{&cc.CreatedAt}, timeCol{&cc.UpdatedAt}, nullTimeCol{&cc.FinishedAt},
-				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
+				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
 				&d.OnDNC)
 		})
 	return d, err
+}
+
+// jsonRows renders n rows as one JSON array of arrays, SQLite's way to pass lists to a
+// statement (read with json_each), as PostgreSQL's arrays do.
+func jsonRows(n int, row func(i int) []any) string {
+	rows := make([][]any, n)
+	for i := range rows {
+		rows[i] = row(i)
+	}
+	b, _ := json.Marshal(rows) // strings and integers only
+	return string(b)
 }
 
 // prefixCols qualifies each of a list of columns with a table's alias.
@@ -311,30 +322,11 @@ type AttemptJob struct {
 // LeaseCampaignAttempts leases the next attempt of each of ccs, as LeaseCampaignAttempt does,
 // and enqueues each leased attempt's job (job makes it), in the caller's transaction. A
 // contact no longer queued at its attempt count (another tick took it) is left out. It returns
-// the attempts leased. On PostgreSQL it costs three statements whatever the number of
-// contacts (their values travel as arrays); on SQLite, where a statement is no round trip,
-// the contacts are leased one by one.
+// the attempts leased. It costs three statements whatever the number of contacts: their
+// values travel as arrays on PostgreSQL, as one JSON array (json_each) on SQLite.
 func (q *Queries) LeaseCampaignAttempts(ctx context.Context, ccs []CampaignContact, now time.Time, job func(CampaignAttempt) AttemptJob) ([]CampaignAttempt, error) {
 	if len(ccs) == 0 {
 		return nil, nil
-	}
-	if q.s.d.name != Postgres {
-		var out []CampaignAttempt
-		for _, cc := range ccs {
-			a, err := q.LeaseCampaignAttempt(ctx, cc, now)
-			if errors.Is(err, ErrConflict) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			j := job(a)
-			if _, _, err := q.EnqueueJob(ctx, NewJob{Kind: j.Kind, Payload: j.Payload, DedupeKey: j.DedupeKey, MaxAttempts: j.MaxAttempts}); err != nil {
-				return nil, err
-			}
-			out = append(out, a)
-		}
-		return out, nil
 	}
 	at := normTime(now)
 	byID := make(map[CampaignContactID]CampaignAttempt, len(ccs))
@@ -345,11 +337,24 @@ func (q *Queries) LeaseCampaignAttempts(ctx context.Context, ccs []CampaignConta
 		byID[cc.ID] = a
 		ids[i], attempts[i], convs[i] = string(cc.ID), int64(cc.Attempts), string(a.ConversationID)
 	}
-	got, err := list(ctx, q, "lease campaign contacts", `UPDATE campaign_contacts cc SET state = 'dialing', attempts = cc.attempts + 1,
+	scanID := func(r rowScanner) (id CampaignContactID, err error) { err = r.Scan(&id); return id, err }
+	var got []CampaignContactID
+	var err error
+	if q.s.d.name == Postgres {
+		got, err = list(ctx, q, "lease campaign contacts", `UPDATE campaign_contacts cc SET state = 'dialing', attempts = cc.attempts + 1,
 		conversation_id = v.conv, next_attempt_at = NULL, updated_at = $4
 		FROM unnest($1::text[]::uuid[], $2::int[], $3::text[]::uuid[]) AS v(id, attempts, conv)
 		WHERE cc.id = v.id AND cc.state = 'queued' AND cc.attempts = v.attempts RETURNING cc.id`,
-		[]any{ids, attempts, convs, ts(at)}, func(r rowScanner) (id CampaignContactID, err error) { err = r.Scan(&id); return id, err })
+			[]any{ids, attempts, convs, ts(at)}, scanID)
+	} else {
+		// SQLite: the same lists as one JSON array of [id, attempts, conversation] rows.
+		got, err = list(ctx, q, "lease campaign contacts", `UPDATE campaign_contacts AS cc SET state = 'dialing', attempts = cc.attempts + 1,
+		conversation_id = v.conv, next_attempt_at = NULL, updated_at = $2
+		FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempts, json_extract(value, '$[2]') AS conv
+			FROM json_each($1)) AS v
+		WHERE cc.id = v.id AND cc.state = 'queued' AND cc.attempts = v.attempts RETURNING id`,
+			[]any{jsonRows(len(ids), func(i int) []any { return []any{ids[i], attempts[i], convs[i]} }), ts(at)}, scanID)
+	}
 	if err != nil || len(got) == 0 {
 		return nil, err
 	}
@@ -370,18 +375,35 @@ func (q *Queries) LeaseCampaignAttempts(ctx context.Context, ccs []CampaignConta
 		}
 		jIDs[i], jPayloads[i], jKeys[i], jKinds[i], jMax[i] = string(newID[JobID]()), string(j.Payload), j.DedupeKey, j.Kind, int64(j.MaxAttempts)
 	}
-	if _, err := q.exec(ctx, "record attempts", `INSERT INTO campaign_attempts (`+attemptCols+`)
+	jobsAt := ts(q.s.timeNow())
+	if q.s.d.name == Postgres {
+		if _, err := q.exec(ctx, "record attempts", `INSERT INTO campaign_attempts (`+attemptCols+`)
 		SELECT v.conv, v.camp, v.cc, v.attempt, 'leased', NULL, NULL, $5, NULL
 		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[]::uuid[], $4::int[]) AS v(conv, camp, cc, attempt)`,
-		aConv, aCamp, aCC, aNum, ts(at)); err != nil {
-		return nil, err
-	}
-	// The jobs as EnqueueJob makes them (queued, due now); each key is new with its attempt.
-	if _, err := q.exec(ctx, "enqueue attempt jobs", `INSERT INTO jobs (id, kind, payload, state, dedupe_key, next_attempt_at, attempts, max_attempts, created_at, updated_at)
+			aConv, aCamp, aCC, aNum, ts(at)); err != nil {
+			return nil, err
+		}
+		// The jobs as EnqueueJob makes them (queued, due now); each key is new with its attempt.
+		if _, err := q.exec(ctx, "enqueue attempt jobs", `INSERT INTO jobs (id, kind, payload, state, dedupe_key, next_attempt_at, attempts, max_attempts, created_at, updated_at)
 		SELECT v.id, v.kind, v.payload::jsonb, 'queued', v.key, $6, 0, v.max, $6, $6
 		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::int[]) AS v(id, kind, payload, key, max)`,
-		jIDs, jKinds, jPayloads, jKeys, jMax, ts(q.s.timeNow())); err != nil {
-		return nil, err
+			jIDs, jKinds, jPayloads, jKeys, jMax, jobsAt); err != nil {
+			return nil, err
+		}
+	} else {
+		if _, err := q.exec(ctx, "record attempts", `INSERT INTO campaign_attempts (`+attemptCols+`)
+		SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+			'leased', NULL, NULL, $2, NULL FROM json_each($1)`,
+			jsonRows(n, func(i int) []any { return []any{aConv[i], aCamp[i], aCC[i], aNum[i]} }), ts(at)); err != nil {
+			return nil, err
+		}
+		// The payload travels as a JSON string, so that it is stored as the job gave it.
+		if _, err := q.exec(ctx, "enqueue attempt jobs", `INSERT INTO jobs (id, kind, payload, state, dedupe_key, next_attempt_at, attempts, max_attempts, created_at, updated_at)
+		SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), 'queued', json_extract(value, '$[3]'),
+			$2, 0, json_extract(value, '$[4]'), $2, $2 FROM json_each($1)`,
+			jsonRows(n, func(i int) []any { return []any{jIDs[i], jKinds[i], jPayloads[i], jKeys[i], jMax[i]} }), jobsAt); err != nil {
+			return nil, err
+		}
 	}
 	noted := map[string]bool{}
 	for _, k := range jKinds {
@@ -404,14 +426,14 @@ type CampaignAttemptOutcome struct {
 }
 
 // FinishAttempts is FinishAttempt for several attempts in the caller's transaction. It returns
-// whether each was finished (false: settled already). On PostgreSQL it costs two statements
-// whatever their number; on SQLite the attempts are finished one by one.
+// whether each was finished (false: settled already). It costs two statements whatever their
+// number (the lists as arrays on PostgreSQL, as one JSON array on SQLite).
 func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcome, now time.Time) ([]bool, error) {
 	done := make([]bool, len(os))
 	if len(os) == 0 {
 		return done, nil
 	}
-	if q.s.d.name != Postgres || len(os) == 1 {
+	if len(os) == 1 {
 		for i, o := range os {
 			err := q.FinishAttempt(ctx, o.Attempt, o.Outcome, o.Detail, o.State, o.Next, now)
 			if errors.Is(err, ErrConflict) {
@@ -433,10 +455,23 @@ func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcom
 		}
 	}
 	at := ts(normTime(now))
-	got, err := list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
+	pg := q.s.d.name == Postgres
+	scanID := func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err }
+	var got []ConversationID
+	var err error
+	if pg {
+		got, err = list(ctx, q, "finish attempts", `UPDATE campaign_attempts a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $4
 		FROM unnest($1::text[]::uuid[], $2::text[], $3::text[]) AS v(conv, outcome, detail)
 		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING a.conversation_id`,
-		[]any{convs, outcomes, details, at}, func(r rowScanner) (id ConversationID, err error) { err = r.Scan(&id); return id, err })
+			[]any{convs, outcomes, details, at}, scanID)
+	} else {
+		// SQLite: the same lists as one JSON array of [conversation, outcome, detail] rows.
+		got, err = list(ctx, q, "finish attempts", `UPDATE campaign_attempts AS a SET state = 'finished', outcome = v.outcome, detail = v.detail, finished_at = $2
+		FROM (SELECT json_extract(value, '$[0]') AS conv, json_extract(value, '$[1]') AS outcome, json_extract(value, '$[2]') AS detail
+			FROM json_each($1)) AS v
+		WHERE a.conversation_id = v.conv AND a.state IN ('leased', 'placed') RETURNING conversation_id`,
+			[]any{jsonRows(n, func(i int) []any { return []any{convs[i], outcomes[i], details[i]} }), at}, scanID)
+	}
 	if err != nil || len(got) == 0 {
 		return done, err
 	}
@@ -460,10 +495,19 @@ func (q *Queries) FinishAttempts(ctx context.Context, os []CampaignAttemptOutcom
 		}
 		nexts = append(nexts, next)
 	}
-	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+	if pg {
+		_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
 		next_attempt_at = v.next::timestamptz, updated_at = $7, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $7::timestamptz END
 		FROM unnest($1::text[]::uuid[], $2::text[]::uuid[], $3::text[], $4::text[], $5::text[], $6::text[]) AS v(id, conv, state, outcome, detail, next)
 		WHERE cc.id = v.id AND cc.conversation_id = v.conv`, ccIDs, ccConvs, states, cOutcomes, cDetails, nexts, at)
+		return done, err
+	}
+	_, err = q.exec(ctx, "campaign contact outcomes", `UPDATE campaign_contacts AS cc SET state = v.state, last_outcome = v.outcome, last_detail = v.detail,
+		next_attempt_at = v.next, updated_at = $2, finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $2 END
+		FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS conv, json_extract(value, '$[2]') AS state,
+			json_extract(value, '$[3]') AS outcome, json_extract(value, '$[4]') AS detail, json_extract(value, '$[5]') AS next FROM json_each($1)) AS v
+		WHERE cc.id = v.id AND cc.conversation_id = v.conv`,
+		jsonRows(len(ccIDs), func(i int) []any { return []any{ccIDs[i], ccConvs[i], states[i], cOutcomes[i], cDetails[i], nexts[i]} }), at)
 	return done, err
 }
 

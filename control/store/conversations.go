@@ -208,26 +208,24 @@ func (q *Queries) CreateConversation(ctx context.Context, c Conversation) (Conve
 	if c.AgentVersion > 0 {
 		version = c.AgentVersion
 	}
-	err = q.atomic(ctx, func(q *Queries) error {
-		p, err := q.GetProject(ctx, c.ProjectID)
-		if err != nil {
-			return err
-		}
-		if p.OrgID != c.OrgID {
-			return notFound("project", c.ProjectID)
-		}
-		_, err = q.exec(ctx, "create conversation",
-			`INSERT INTO conversations (id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, via_api,
-				external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, owner_node,
-				created_at, updated_at, started_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, '[]', '{}', $18, $19, $19, $20)`,
-			string(c.ID), string(c.OrgID), string(c.ProjectID), string(c.AgentID), version, c.Channel, c.Direction, string(c.Mode),
-			c.Status, c.ViaAPI, nullText(c.ExternalID), c.Language, nullText(c.FromNumber), nullText(c.ToNumber),
-			nullText(c.PhoneNumberID), meta, vars, nullText(c.OwnerNode), ts(now), nullTS(c.StartedAt))
-		return err
-	})
+	// One statement: the row is inserted only when its project is in its organization (the
+	// project's own read is folded into the INSERT), else nothing is and it is not found.
+	res, err := q.exec(ctx, "create conversation",
+		`INSERT INTO conversations (id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, via_api,
+			external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, owner_node,
+			created_at, updated_at, started_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, '[]', '{}', $18, $19, $19, $20
+		FROM projects p WHERE p.id = $3 AND p.org_id = $2`,
+		string(c.ID), string(c.OrgID), string(c.ProjectID), string(c.AgentID), version, c.Channel, c.Direction, string(c.Mode),
+		c.Status, c.ViaAPI, nullText(c.ExternalID), c.Language, nullText(c.FromNumber), nullText(c.ToNumber),
+		nullText(c.PhoneNumberID), meta, vars, nullText(c.OwnerNode), ts(now), nullTS(c.StartedAt))
 	if err != nil {
 		return Conversation{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Conversation{}, err
+	} else if n == 0 {
+		return Conversation{}, notFound("project", c.ProjectID)
 	}
 	return c, nil
 }
