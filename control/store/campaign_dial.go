@@ -41,9 +41,14 @@ const attemptCols = `conversation_id, campaign_id, campaign_contact_id, attempt,
 
 func scanAttempt(r rowScanner) (CampaignAttempt, error) {
 	var a CampaignAttempt
-	err := r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
-		nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt})
+	err := r.Scan(attemptDest(&a)...)
 	return a, err
+}
+
+// attemptDest is the scan destination of attemptCols, in order (see orgDest).
+func attemptDest(a *CampaignAttempt) []any {
+	return []any{&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
+		nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt}}
 }
 
 // GetCampaign returns a campaign by id, whatever its organization (for the workers), without
@@ -275,18 +280,10 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 		FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
 		JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`, []any{string(id)},
 		func(r rowScanner) error {
-			a, c, cc, o := &d.Attempt, &d.Campaign, &d.Contact, &d.Org
-			return r.Scan(&a.ConversationID, &a.CampaignID, &a.CampaignContactID, &a.Attempt, &a.State, nullTextCol[string]{&a.Outcome},
-				nullTextCol[string]{&a.Detail}, timeCol{&a.CreatedAt}, nullTimeCol{&a.FinishedAt},
-				&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &c.Mode, &c.Name, &c.Status, jsonCol{&c.Settings}, nullTimeCol{&c.StartAt},
-				nullTextCol[string]{&c.PausedReason}, nullTextCol[string]{&c.PausedCode}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
-				nullTimeCol{&c.StartedAt}, nullTimeCol{&c.FinishedAt},
-				&cc.ID, &cc.CampaignID, &cc.OrgID, &cc.ProjectID, nullTextCol[ContactID]{&cc.ContactID}, &cc.ToNumber, &cc.Name, &cc.Timezone,
-				nullTextCol[string]{&cc.ExternalID}, jsonCol{&cc.Variables}, jsonCol{&cc.Metadata}, &cc.State, &cc.Attempts,
-				nullTextCol[string]{&cc.LastOutcome}, nullTextCol[string]{&cc.LastDetail}, nullTimeCol{&cc.NextAttemptAt},
-				nullTextCol[ConversationID]{&cc.ConversationID}, timeCol{&cc.CreatedAt}, timeCol{&cc.UpdatedAt}, nullTimeCol{&cc.FinishedAt},
-				&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt},
-				&d.OnDNC)
+			dest := append(attemptDest(&d.Attempt), campaignDest(&d.Campaign)...)
+			dest = append(dest, campaignContactDest(&d.Contact)...)
+			dest = append(dest, orgDest(&d.Org)...)
+			return r.Scan(append(dest, &d.OnDNC)...)
 		})
 	return d, err
 }

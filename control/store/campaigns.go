@@ -73,10 +73,15 @@ const campaignCols = `id, org_id, project_id, agent_id, mode, name, status, sett
 
 func scanCampaign(r rowScanner) (Campaign, error) {
 	var c Campaign
-	err := r.Scan(&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &c.Mode, &c.Name, &c.Status, jsonCol{&c.Settings}, nullTimeCol{&c.StartAt},
-		nullTextCol[string]{&c.PausedReason}, nullTextCol[string]{&c.PausedCode}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
-		nullTimeCol{&c.StartedAt}, nullTimeCol{&c.FinishedAt})
+	err := r.Scan(campaignDest(&c)...)
 	return c, err
+}
+
+// campaignDest is the scan destination of campaignCols, in order (see orgDest).
+func campaignDest(c *Campaign) []any {
+	return []any{&c.ID, &c.OrgID, &c.ProjectID, &c.AgentID, &c.Mode, &c.Name, &c.Status, jsonCol{&c.Settings}, nullTimeCol{&c.StartAt},
+		nullTextCol[string]{&c.PausedReason}, nullTextCol[string]{&c.PausedCode}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt},
+		nullTimeCol{&c.StartedAt}, nullTimeCol{&c.FinishedAt}}
 }
 
 // CampaignContact is one person of a campaign: a copy of the contact as it was added (kept
@@ -109,11 +114,16 @@ const ccCols = `id, campaign_id, org_id, project_id, contact_id, to_number, name
 
 func scanCampaignContact(r rowScanner) (CampaignContact, error) {
 	var c CampaignContact
-	err := r.Scan(&c.ID, &c.CampaignID, &c.OrgID, &c.ProjectID, nullTextCol[ContactID]{&c.ContactID}, &c.ToNumber, &c.Name, &c.Timezone,
+	err := r.Scan(campaignContactDest(&c)...)
+	return c, err
+}
+
+// campaignContactDest is the scan destination of ccCols, in order (see orgDest).
+func campaignContactDest(c *CampaignContact) []any {
+	return []any{&c.ID, &c.CampaignID, &c.OrgID, &c.ProjectID, nullTextCol[ContactID]{&c.ContactID}, &c.ToNumber, &c.Name, &c.Timezone,
 		nullTextCol[string]{&c.ExternalID}, jsonCol{&c.Variables}, jsonCol{&c.Metadata}, &c.State, &c.Attempts,
 		nullTextCol[string]{&c.LastOutcome}, nullTextCol[string]{&c.LastDetail}, nullTimeCol{&c.NextAttemptAt},
-		nullTextCol[ConversationID]{&c.ConversationID}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.FinishedAt})
-	return c, err
+		nullTextCol[ConversationID]{&c.ConversationID}, timeCol{&c.CreatedAt}, timeCol{&c.UpdatedAt}, nullTimeCol{&c.FinishedAt}}
 }
 
 // Campaigns is the repository of campaigns and their contacts. Every read and write takes the

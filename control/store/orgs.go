@@ -51,8 +51,14 @@ const orgCols = `id, name, frozen, credit_micros, timezone, transfer_allow, crea
 
 func scanOrg(r rowScanner) (Org, error) {
 	var o Org
-	err := r.Scan(&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt})
+	err := r.Scan(orgDest(&o)...)
 	return o, err
+}
+
+// orgDest is the scan destination of orgCols, in order: every query that reads orgCols (alone
+// or joined) scans through it, so a column added to one is never missed by another.
+func orgDest(o *Org) []any {
+	return []any{&o.ID, &o.Name, &o.Frozen, &o.CreditMicros, &o.Timezone, jsonCol{&o.TransferAllow}, timeCol{&o.CreatedAt}, timeCol{&o.UpdatedAt}}
 }
 
 // CreateOrg creates an organization. A name already taken is ErrConflict.
