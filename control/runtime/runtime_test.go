@@ -275,10 +275,13 @@ func TestTestCallAcrossNodes(t *testing.T) {
 			t.Fatalf("transcript lacks %q:\n%s", want, all)
 		}
 	}
+	// The end is stored a moment before the media node lets the call go (unregister): a command
+	// in that instant is still taken, and settled by unregister. Once the node has forgotten the
+	// call, a command is refused.
+	waitFor(t, time.Second, "the media node to forget it", func() bool { return media.Live() == 0 })
 	if err := api.Command(ctx, cmd); !errors.Is(err, ErrNotLive) {
 		t.Fatalf("a command after the end: %v", err)
 	}
-	waitFor(t, time.Second, "the media node to forget it", func() bool { return media.Live() == 0 })
 }
 
 func TestTestCallTransferAndEnd(t *testing.T) {
