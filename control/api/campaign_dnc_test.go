@@ -26,6 +26,7 @@ import (
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/fakes"
 	"github.com/parley-voice/parley/sip"
+	"github.com/parley-voice/parley/sip/siptest"
 )
 
 // issue 15: the agent's built-in add_to_do_not_call tool, end to end. A real SIP server of
@@ -40,66 +41,9 @@ func TestCampaignDoNotCallTool(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e engine) { testCampaignDoNotCallTool(t, e, sippBin) })
 }
 
-// sippPerson answers, plays person.pcap, and waits for Parley's BYE.
-const sippPerson = `<?xml version="1.0" encoding="ISO-8859-1" ?>
-<!DOCTYPE scenario SYSTEM "sipp.dtd">
-<scenario name="parley person who asks not to be called">
-  <recv request="INVITE" crlf="true"/>
-  <send>
-    <![CDATA[
-
-      SIP/2.0 180 Ringing
-      [last_Via:]
-      [last_From:]
-      [last_To:];tag=[pid]SIPpTag01[call_number]
-      [last_Call-ID:]
-      [last_CSeq:]
-      Contact: <sip:sipp@[local_ip]:[local_port];transport=[transport]>
-      Content-Length: 0
-
-    ]]>
-  </send>
-  <send retrans="500">
-    <![CDATA[
-
-      SIP/2.0 200 OK
-      [last_Via:]
-      [last_From:]
-      [last_To:];tag=[pid]SIPpTag01[call_number]
-      [last_Call-ID:]
-      [last_CSeq:]
-      Contact: <sip:sipp@[local_ip]:[local_port];transport=[transport]>
-      Content-Type: application/sdp
-      Content-Length: [len]
-
-      v=0
-      o=sipp 53655765 2353687637 IN IP[local_ip_type] [local_ip]
-      s=-
-      c=IN IP[media_ip_type] [media_ip]
-      t=0 0
-      m=audio [media_port] RTP/AVP 0
-      a=rtpmap:0 PCMU/8000
-
-    ]]>
-  </send>
-  <recv request="ACK" crlf="true"/>
-  <nop><action><exec play_pcap_audio="person.pcap"/></action></nop>
-  <recv request="BYE"/>
-  <send>
-    <![CDATA[
-
-      SIP/2.0 200 OK
-      [last_Via:]
-      [last_From:]
-      [last_To:]
-      [last_Call-ID:]
-      [last_CSeq:]
-      Content-Length: 0
-
-    ]]>
-  </send>
-</scenario>
-`
+// sippPerson answers (siptest's callee scenario), plays person.pcap, and waits for Parley's BYE.
+var sippPerson = siptest.SippCallee(`
+  <nop><action><exec play_pcap_audio="person.pcap"/></action></nop>`)
 
 // onePlace sends every call to the trunk "person".
 type onePlace struct{ *voicechannels.SIPDialer }
