@@ -119,6 +119,9 @@ func (r *Report) Markdown(svgName string) string {
 			w("- %s (%s, %d concurrent, %d calls, %d failed): turn latency p50 %s, p99 %s; Parley's share by ear p50 %s, p99 %s; by the engine p50 %s, p99 %s",
 				sc.Name, st.Kind, st.Concurrency, st.Calls, st.Failed, s(st.TurnLatency, p50), s(st.TurnLatency, p99),
 				s(st.ShareEar, p50), s(st.ShareEar, p99), s(st.ShareEngine, p50), s(st.ShareEngine, p99))
+			if sc.MarginalCoresPerCall > 0 {
+				w("; one more call costs %s cores (mid-call, %d to %d calls)", fmtSig(sc.MarginalCoresPerCall), sc.Steps[0].Concurrency, st.Concurrency)
+			}
 		default:
 			w("- %s: no step ran", sc.Name)
 		}

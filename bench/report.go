@@ -90,6 +90,9 @@ type ScenarioResult struct {
 	// Rate: the highest rate with no failure, and its p95 setup.
 	MaxRate      float64 `json:"max_passing_rate_cps,omitempty"`
 	MaxRateSetup float64 `json:"max_rate_setup_p95_ms,omitempty"`
+	// WebRTC: the cost of one more call, from the mid-call figures of the smallest and the
+	// largest step (MarginalCores).
+	MarginalCoresPerCall float64 `json:"marginal_cores_per_call,omitempty"`
 	// Evaluations (issue 18): the run that went on during the second step.
 	EvalRun *EvalRunResult `json:"evaluation_run,omitempty"`
 	Note    string         `json:"note,omitempty"`

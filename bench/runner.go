@@ -40,10 +40,14 @@ type Config struct {
 	RateSteps        []float64
 	RateStepDuration time.Duration
 	RateHold         time.Duration
-	// webrtc: WebRTCCalls concurrent Opus callers, WebRTCTurns turns each. WebRTCTone keeps the
-	// TTS fake's tone for them; by default the harness restarts the fakes with espeak-ng speech
-	// for this scenario, because Opus DTX takes a steady tone for background noise and stops
-	// sending it (a browser would hear the reply late, or as comfort noise).
+	// webrtc: concurrent Opus callers in steps (WebRTCSteps, default 5 and 20; WebRTCCalls, when
+	// set, is one step of that many), WebRTCTurns turns each. Two steps give the cost of one more
+	// call (the marginal cores per call) apart from what every active second costs however few
+	// calls share it. WebRTCTone keeps the TTS fake's tone for them; by default the harness
+	// restarts the fakes with espeak-ng speech for this scenario, because Opus DTX takes a
+	// steady tone for background noise and stops sending it (a browser would hear the reply
+	// late, or as comfort noise).
+	WebRTCSteps              []int
 	WebRTCCalls, WebRTCTurns int
 	WebRTCTone               bool
 	// Ramp spreads a step's call starts (default 3 s).
@@ -110,8 +114,11 @@ func (c Config) withDefaults() Config {
 	if c.RateHold <= 0 {
 		c.RateHold = 250 * time.Millisecond
 	}
-	if c.WebRTCCalls <= 0 {
-		c.WebRTCCalls = 5
+	switch {
+	case c.WebRTCCalls > 0:
+		c.WebRTCSteps = []int{c.WebRTCCalls}
+	case len(c.WebRTCSteps) == 0:
+		c.WebRTCSteps = []int{5, 20}
 	}
 	if c.WebRTCTurns <= 0 {
 		c.WebRTCTurns = 2
@@ -301,7 +308,7 @@ func (r *Runner) Run(ctx context.Context) *Report {
 		case ScenarioRate:
 			sc = r.rate(ctx)
 		case ScenarioWebRTC:
-			sc = r.latency(ctx, ScenarioWebRTC, KindWebRTC, r.cfg.WebRTCCalls, r.cfg.WebRTCTurns)
+			sc = r.webrtc(ctx)
 		case ScenarioEvaluations:
 			sc = r.evaluations(ctx)
 		}
@@ -423,6 +430,50 @@ func (r *Runner) latency(ctx context.Context, name, kind string, calls, turns in
 	st := r.runStep(ctx, stepSpec{scenario: name, kind: kind, calls: calls, concurrency: calls, turns: turns,
 		interval: r.cfg.Ramp / time.Duration(max(calls, 1))})
 	return ScenarioResult{Name: name, Steps: []StepResult{st}}
+}
+
+// webrtc runs the WebRTC steps, smallest first, and the marginal cost of a call between the
+// smallest and the largest step that has a mid-call figure.
+func (r *Runner) webrtc(ctx context.Context) ScenarioResult {
+	sc := ScenarioResult{Name: ScenarioWebRTC}
+	steps := append([]int(nil), r.cfg.WebRTCSteps...)
+	sort.Ints(steps)
+	for _, n := range steps {
+		if ctx.Err() != nil {
+			break
+		}
+		st := r.runStep(ctx, stepSpec{scenario: ScenarioWebRTC, kind: KindWebRTC, calls: n, concurrency: n, turns: r.cfg.WebRTCTurns,
+			interval: r.cfg.Ramp / time.Duration(max(n, 1))})
+		sc.Steps = append(sc.Steps, st)
+	}
+	sc.MarginalCoresPerCall = MarginalCores(sc.Steps)
+	return sc
+}
+
+// MarginalCores is what one more call costs, from the mid-call figures of the smallest and the
+// largest step that have one: (cores_b - cores_a) / (calls_b - calls_a). What an active second
+// costs whatever the number of calls (the clock's ticks, the scheduler waking idle cores for a
+// few packets) is in every step alike, so it drops out. Zero when fewer than two steps qualify.
+func MarginalCores(steps []StepResult) float64 {
+	var a, b *StepResult
+	for i := range steps {
+		s := &steps[i]
+		if s.MidCallCoresPerCall <= 0 || s.Failed > 0 || s.Concurrency <= 0 {
+			continue
+		}
+		if a == nil || s.Concurrency < a.Concurrency {
+			a = s
+		}
+		if b == nil || s.Concurrency > b.Concurrency {
+			b = s
+		}
+	}
+	if a == nil || b == nil || a.Concurrency == b.Concurrency {
+		return 0
+	}
+	ca := a.MidCallCoresPerCall * float64(a.Concurrency)
+	cb := b.MidCallCoresPerCall * float64(b.Concurrency)
+	return (cb - ca) / float64(b.Concurrency-a.Concurrency)
 }
 
 func (r *Runner) capacity(ctx context.Context) ScenarioResult {
@@ -818,7 +869,9 @@ func (c Config) Replies() int {
 				n += k * c.CapacityTurns
 			}
 		case ScenarioWebRTC:
-			n += c.WebRTCCalls * c.WebRTCTurns
+			for _, k := range c.WebRTCSteps {
+				n += k * c.WebRTCTurns
+			}
 		case ScenarioEvaluations: // two latency steps, and the run's replies and judges (asked twice)
 			n += 2*c.LatencyCalls*c.LatencyTurns + c.EvalConversations*(c.EvalTurns+2)
 		}

@@ -1,17 +1,22 @@
 package bench
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
-// The issue's goals on this 2-core machine.
+// The goals on this 2-core machine (issue 20, "Performance II").
 const (
-	goalShareP50        = 20.0  // ms, Parley's share at 200 concurrent G.711 calls
-	goalShareP99        = 40.0  // ms
-	goalCoresPerCall    = 0.003 // cores per G.711 call
-	goalMBPerCall       = 0.25  // MB RSS per call
-	goalRate            = 150.0 // calls/s with no failure
-	goalRateSetupP95    = 5.0   // ms
-	goalWebRTCCores     = 0.012 // cores per WebRTC Opus call
-	goalShareLoadLevel  = 200   // concurrent calls the share goal is stated at
+	goalShareP50        = 20.0   // ms, Parley's share at 200 concurrent G.711 calls
+	goalShareP99        = 20.0   // ms: one frame
+	goalCoresAt50       = 0.0024 // cores per G.711 call at 50 concurrent calls
+	goalCoresPerCall    = 0.0020 // cores per G.711 call at 200 concurrent calls
+	goalMBPerCall       = 0.18   // MB RSS per call
+	goalRate            = 300.0  // calls/s with no failure
+	goalRateSetupP95    = 5.0    // ms
+	goalWebRTCCores     = 0.012  // cores per WebRTC Opus call
+	goalShareLoadLevel  = 200    // concurrent calls the share goal is stated at
+	goalCoresLoadLow    = 50
 	goalResourceLoadMin = 200
 )
 
@@ -22,6 +27,7 @@ func Targets(r *Report) []Target {
 	var capSteps, latSteps []StepResult
 	var rate *ScenarioResult
 	var web []StepResult
+	var webMarginal float64
 	for i, sc := range r.Scenarios {
 		switch sc.Name {
 		case ScenarioCapacity:
@@ -32,6 +38,7 @@ func Targets(r *Report) []Target {
 			rate = &r.Scenarios[i]
 		case ScenarioWebRTC:
 			web = append(web, sc.Steps...)
+			webMarginal = sc.MarginalCoresPerCall
 		}
 	}
 	sipSteps := append(append([]StepResult(nil), capSteps...), latSteps...)
@@ -70,9 +77,23 @@ func Targets(r *Report) []Target {
 		return note
 	}
 
-	share := Target{Name: "Parley's share of turn latency, 200 concurrent G.711 calls", Goal: "p50 ≤ 20 ms, p99 ≤ 40 ms", Met: "not measured"}
-	cores := Target{Name: "Cores per G.711 call", Goal: "≤ 0.003", Met: "not measured"}
-	mem := Target{Name: "Memory per call", Goal: "≤ 0.25 MB RSS", Met: "not measured"}
+	share := Target{Name: "Parley's share of turn latency, 200 concurrent G.711 calls", Goal: "p50 ≤ 20 ms, p99 ≤ 20 ms (one frame)", Met: "not measured"}
+	cores50 := Target{Name: "Cores per G.711 call at 50 calls", Goal: "≤ 0.0024", Met: "not measured"}
+	for i := range capSteps {
+		if s := &capSteps[i]; s.Concurrency == goalCoresLoadLow && s.CoresPerCall > 0 && (s.Pass == nil || *s.Pass) {
+			cores50.Measured = fmtSig(s.CoresPerCall) + " cores"
+			if s.MidCallCoresPerCall > 0 {
+				cores50.Measured += fmt.Sprintf(" (mid-call %s)", fmtSig(s.MidCallCoresPerCall))
+			}
+			if !s.Saturated {
+				cores50.Met = yesNo(s.CoresPerCall <= goalCoresAt50)
+			} else {
+				cores50.Note = "the generator was saturated: not valid"
+			}
+		}
+	}
+	cores := Target{Name: "Cores per G.711 call", Goal: "≤ 0.0020", Met: "not measured"}
+	mem := Target{Name: "Memory per call", Goal: "≤ 0.18 MB RSS", Met: "not measured"}
 	if at != nil && at.ShareEar.N > 0 {
 		share.Measured = fmt.Sprintf("ear p50 %s, p99 %s (engine p50 %s, p99 %s)", fmtMs(at.ShareEar.P50), fmtMs(at.ShareEar.P99),
 			fmtMs(at.ShareEngine.P50), fmtMs(at.ShareEngine.P99))
@@ -95,9 +116,9 @@ func Targets(r *Report) []Target {
 		cores.Note = validNote(at, "")
 		mem.Note = validNote(at, "")
 	}
-	ts = append(ts, share, cores, mem)
+	ts = append(ts, share, cores50, cores, mem)
 
-	rt := Target{Name: "Call rate", Goal: "≥ 150 calls/s with 0 failures, p95 setup ≤ 5 ms", Met: "not measured"}
+	rt := Target{Name: "Call rate", Goal: "≥ 300 calls/s with 0 failures, p95 setup ≤ 5 ms", Met: "not measured"}
 	if rate != nil && len(rate.Steps) > 0 {
 		rt.Measured = fmt.Sprintf("%g calls/s with 0 failures, p95 setup %s", rate.MaxRate, fmtMs(rate.MaxRateSetup))
 		last := rate.Steps[len(rate.Steps)-1]
@@ -114,14 +135,40 @@ func Targets(r *Report) []Target {
 	}
 	ts = append(ts, rt)
 
+	// The WebRTC goal is judged at the largest step, as the G.711 goals are at load; every
+	// step's figure is shown, so a small step that misses it is not hidden.
 	wt := Target{Name: "WebRTC Opus call", Goal: "≤ 0.012 cores", Met: "not measured"}
-	if len(web) > 0 && web[0].CoresPerCall > 0 {
-		s := web[len(web)-1]
-		wt.Measured = fmt.Sprintf("%s cores at %d calls", fmtSig(s.CoresPerCall), s.Concurrency)
-		if !s.Saturated {
-			wt.Met = yesNo(s.CoresPerCall <= goalWebRTCCores)
-		} else {
+	var big *StepResult
+	var each []string
+	for i := range web {
+		s := &web[i]
+		if s.CoresPerCall <= 0 {
+			continue
+		}
+		each = append(each, fmt.Sprintf("%s cores at %d calls", fmtSig(s.CoresPerCall), s.Concurrency))
+		if big == nil || s.Concurrency > big.Concurrency {
+			big = s
+		}
+	}
+	if big != nil {
+		wt.Measured = strings.Join(each, ", ")
+		if webMarginal > 0 {
+			wt.Measured += fmt.Sprintf("; one more call: %s", fmtSig(webMarginal))
+		}
+		switch {
+		case big.Saturated:
 			wt.Note = "the generator was saturated: not valid"
+		case big.Failed > 0:
+			wt.Met = "no"
+			wt.Note = fmt.Sprintf("%d calls failed at %d calls", big.Failed, big.Concurrency)
+		default:
+			wt.Met = yesNo(big.CoresPerCall <= goalWebRTCCores)
+			wt.Note = fmt.Sprintf("judged at %d calls", big.Concurrency)
+			for _, s := range web {
+				if s.Concurrency != big.Concurrency && s.CoresPerCall > goalWebRTCCores {
+					wt.Note += fmt.Sprintf("; missed at %d calls", s.Concurrency)
+				}
+			}
 		}
 	}
 	ts = append(ts, wt)

@@ -42,7 +42,7 @@ type options struct {
 	// scenarios
 	calls, turns, capTurns, webCalls, webTurns int
 	evalConversations, evalTurns               int
-	capSteps, rateSteps                        string
+	capSteps, rateSteps, webSteps              string
 	rateDuration, rateHold, ramp               time.Duration
 	// latencies
 	llmFirst, sttEvery, sttFinal, ttsFirst, endpointing time.Duration
@@ -76,7 +76,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rateSteps, "rate-steps", "", "rate: calls per second steps (default 10,25,50,100,150)")
 	fs.DurationVar(&o.rateDuration, "rate-duration", 0, "rate: how long each step places calls (default 2s)")
 	fs.DurationVar(&o.rateHold, "rate-hold", 0, "rate: how long each short call lasts after its answer (default 1s)")
-	fs.IntVar(&o.webCalls, "webrtc-calls", 0, "webrtc: concurrent callers (default 5)")
+	fs.StringVar(&o.webSteps, "webrtc-steps", "", "webrtc: concurrency steps (default 5,20)")
+	fs.IntVar(&o.webCalls, "webrtc-calls", 0, "webrtc: one step of this many concurrent callers (instead of --webrtc-steps)")
 	fs.IntVar(&o.webTurns, "webrtc-turns", 0, "webrtc: turns per call (default 2)")
 	fs.IntVar(&o.evalConversations, "eval-conversations", 0, "evaluations: saved conversations in the run that goes on during the second latency step (default 50)")
 	fs.IntVar(&o.evalTurns, "eval-turns", 0, "evaluations: turns of each saved conversation (default 10)")
@@ -169,6 +170,9 @@ func (o *options) config(given map[string]bool, progress io.Writer) (bench.Confi
 	var err error
 	if cfg.CapacitySteps, err = parseInts(o.capSteps); err != nil {
 		return cfg, fmt.Errorf("--capacity-steps: %w", err)
+	}
+	if cfg.WebRTCSteps, err = parseInts(o.webSteps); err != nil {
+		return cfg, fmt.Errorf("--webrtc-steps: %w", err)
 	}
 	if cfg.RateSteps, err = parseFloats(o.rateSteps); err != nil {
 		return cfg, fmt.Errorf("--rate-steps: %w", err)
