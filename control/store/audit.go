@@ -53,6 +53,18 @@ const auditCols = `id, org_id, project_id, actor_type, actor_id, actor_mode, act
 // InsertAudit records an event. Call it on the Tx that makes the change it records, so both
 // commit or neither does.
 func (q *Queries) InsertAudit(ctx context.Context, e AuditEvent) error {
+	args, err := q.auditArgs(e)
+	if err != nil {
+		return err
+	}
+	_, err = q.exec(ctx, "insert audit event",
+		`INSERT INTO audit_events (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, args...)
+	return err
+}
+
+// auditArgs fills an event's ID, time and data when empty, checks it, and returns its values
+// in auditCols' order (InsertAudit's arguments).
+func (q *Queries) auditArgs(e AuditEvent) ([]any, error) {
 	if e.ID == "" {
 		e.ID = newID[AuditID]()
 	}
@@ -63,13 +75,10 @@ func (q *Queries) InsertAudit(ctx context.Context, e AuditEvent) error {
 		e.Data = json.RawMessage(`{}`)
 	}
 	if err := e.check(); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := q.exec(ctx, "insert audit event",
-		`INSERT INTO audit_events (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.ActorType), e.ActorID, nullText(e.ActorMode),
-		e.Action, e.ObjectType, e.ObjectID, e.RequestID, string(e.Data), ts(e.CreatedAt))
-	return err
+	return []any{string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.ActorType), e.ActorID, nullText(e.ActorMode),
+		e.Action, e.ObjectType, e.ObjectID, e.RequestID, string(e.Data), ts(e.CreatedAt)}, nil
 }
 
 // check refuses an event the log should not hold.

@@ -149,6 +149,68 @@ func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) erro
 	return nil
 }
 
+// PlaceAttempt stores a leased attempt's conversation (conv, its ID the attempt's) with its
+// placed mark (MarkAttemptPlaced) and the audit event of its creation, all or nothing, before
+// the INVITE. It is ErrConflict, and writes nothing, when the attempt is no longer leased or its
+// campaign no longer runs; ErrNotFound when conv's project is not in its organization. On
+// PostgreSQL it is one statement (no transaction of its own: one round trip instead of five
+// with BEGIN and COMMIT), each write taking the row of the one before it; on SQLite the
+// three statements in a transaction.
+func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit AuditEvent) (Conversation, error) {
+	if q.s.d.name != Postgres {
+		err := q.atomic(ctx, func(q *Queries) error {
+			if err := q.MarkAttemptPlaced(ctx, conv.ID); err != nil {
+				return err
+			}
+			var err error
+			if conv, err = q.CreateConversation(ctx, conv); err != nil {
+				return err
+			}
+			return q.InsertAudit(ctx, audit)
+		})
+		return conv, err
+	}
+	if !validID(conv.ID) {
+		return Conversation{}, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
+	}
+	conv, args, err := q.newConversation(conv)
+	if err != nil {
+		return Conversation{}, err
+	}
+	au, err := q.auditArgs(audit)
+	if err != nil {
+		return Conversation{}, err
+	}
+	// The audit event's values follow the conversation's: $21 to $32.
+	res, err := q.exec(ctx, "place attempt", `WITH placed AS (
+			UPDATE campaign_attempts a SET state = 'placed' WHERE a.conversation_id = $1 AND a.state = 'leased'
+				AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = a.campaign_id AND c.status = 'running')
+				AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)
+			RETURNING a.conversation_id),
+		conv AS (INSERT INTO conversations (`+convInsertCols+`) SELECT `+convInsertVals+` FROM placed RETURNING id)
+		INSERT INTO audit_events (`+auditCols+`) SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 FROM conv`,
+		append(args, au...)...)
+	if err != nil {
+		return Conversation{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return conv, err
+	}
+	// Nothing was written: say why, as the three statements would have.
+	var leased, projectOK bool
+	if err := q.get(ctx, "place attempt", `SELECT
+		EXISTS (SELECT 1 FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id
+			WHERE a.conversation_id = $1 AND a.state = 'leased' AND c.status = 'running'),
+		EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)`,
+		[]any{string(conv.ID), string(conv.OrgID), string(conv.ProjectID)}, func(r rowScanner) error { return r.Scan(&leased, &projectOK) }); err != nil {
+		return Conversation{}, err
+	}
+	if leased && !projectOK {
+		return Conversation{}, notFound("project", conv.ProjectID)
+	}
+	return Conversation{}, fmt.Errorf("store: attempt %s: %w: not leased", conv.ID, ErrConflict)
+}
+
 // GiveBackAttempt undoes a leased attempt that dialled nothing: the attempt is not_dialled, and
 // the contact is queued again (its attempt count restored) with its next attempt at next.
 func (q *Queries) GiveBackAttempt(ctx context.Context, a CampaignAttempt, reason string, next *time.Time, now time.Time) error {

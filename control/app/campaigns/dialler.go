@@ -558,18 +558,13 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		}
 		return err
 	}
-	// The conversation and the attempt's placed mark commit together, before the INVITE.
-	_, err = app.Change(app.WithCommitHook(ctx, nil), s.Store, act, func(tx *store.Tx, au *app.Audit) (struct{}, error) {
-		if err := tx.MarkAttemptPlaced(ctx, a.ConversationID); err != nil {
-			return struct{}{}, err
-		}
-		created, err := tx.CreateConversation(ctx, conv)
-		if err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, au.Record("call.created", "conversation", string(created.ID), created.ProjectID, map[string]any{
-			"agent_id": created.AgentID, "to_number": created.ToNumber, "campaign_id": c.ID, "campaign_contact_id": cc.ID, "attempt": a.Attempt})
-	})
+	// The conversation, its call.created audit event and the attempt's placed mark commit
+	// together, before the INVITE (one statement on PostgreSQL).
+	ev, err := act.AuditEvent("call.created", "conversation", string(conv.ID), conv.ProjectID, map[string]any{
+		"agent_id": conv.AgentID, "to_number": conv.ToNumber, "campaign_id": c.ID, "campaign_contact_id": cc.ID, "attempt": a.Attempt})
+	if err == nil {
+		_, err = s.Store.PlaceAttempt(ctx, conv, ev)
+	}
 	if err != nil {
 		s.Calls.Media.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, conv.ID)
 		if !errors.Is(err, store.ErrConflict) {
