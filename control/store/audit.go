@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -127,9 +128,11 @@ func validAction(a string) bool {
 	return true
 }
 
+// isJSONObject reports whether b is one JSON object (what decoding it into a map accepts), by
+// validating it, without decoding it.
 func isJSONObject(b []byte) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(b, &m) == nil && m != nil
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
 
 // ListAudit returns an organization's audit events matching f, oldest first by ID.

@@ -336,11 +336,7 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 	if !validID(id) {
 		return d, notFound("attempt", id)
 	}
-	err := q.get(ctx, "attempt to dial", `SELECT `+prefixCols("a", attemptCols)+`, `+prefixCols("c", campaignCols)+`,
-		`+prefixCols("cc", ccCols)+`, `+prefixCols("o", orgCols)+`,
-		EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
-		FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
-		JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`, []any{string(id)},
+	err := q.get(ctx, "attempt to dial", attemptToDialQuery, []any{string(id)},
 		func(r rowScanner) error {
 			dest := append(attemptDest(&d.Attempt), campaignDest(&d.Campaign)...)
 			dest = append(dest, campaignContactDest(&d.Contact)...)
@@ -349,6 +345,13 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 		})
 	return d, err
 }
+
+// attemptToDialQuery is GetAttemptToDial's query, made once (its column lists are long).
+var attemptToDialQuery = `SELECT ` + prefixCols("a", attemptCols) + `, ` + prefixCols("c", campaignCols) + `,
+	` + prefixCols("cc", ccCols) + `, ` + prefixCols("o", orgCols) + `,
+	EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
+	FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
+	JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`
 
 // jsonRows renders n rows as one JSON array of arrays, SQLite's way to pass lists to a
 // statement (read with json_each), as PostgreSQL's arrays do.
