@@ -135,11 +135,11 @@ func (q *Queries) GetCampaignContact(ctx context.Context, id CampaignContactID) 
 
 // MarkAttemptPlaced records, in the transaction that stores its conversation, that an
 // attempt's conversation exists: from then on it is never dialled again. It is ErrConflict when
-// the attempt is no longer leased or its campaign is no longer running (paused or cancelled
-// meanwhile: nothing new is dialled).
+// the attempt is no longer leased, its campaign is no longer running (paused or cancelled
+// meanwhile: nothing new is dialled) or its number is on the organization's do-not-call list
+// (added meanwhile: the number is not dialled).
 func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) error {
-	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND state = 'leased'
-		AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')`, string(id))
+	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND `+attemptPlaceable, string(id))
 	if err != nil {
 		return err
 	}
@@ -149,10 +149,18 @@ func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) erro
 	return nil
 }
 
+// attemptPlaceable is the condition on a campaign_attempts row for its placed mark: leased, its
+// campaign running, its contact's number not on the organization's do-not-call list.
+const attemptPlaceable = `campaign_attempts.state = 'leased'
+	AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')
+	AND NOT EXISTS (SELECT 1 FROM campaign_contacts cc JOIN do_not_call d ON d.org_id = cc.org_id AND d.number = cc.to_number
+		WHERE cc.id = campaign_attempts.campaign_contact_id)`
+
 // PlaceAttempt stores a leased attempt's conversation (conv, its ID the attempt's) with its
 // placed mark (MarkAttemptPlaced) and the audit event of its creation, all or nothing, before
-// the INVITE. It is ErrConflict, and writes nothing, when the attempt is no longer leased or its
-// campaign no longer runs; ErrNotFound when conv's project is not in its organization. On
+// the INVITE. It is ErrConflict, and writes nothing, when the attempt is no longer leased, its
+// campaign no longer runs or its number is on the do-not-call list; ErrNotFound when conv's
+// project is not in its organization. On
 // PostgreSQL it is one statement (no transaction of its own: one round trip instead of five
 // with BEGIN and COMMIT), each write taking the row of the one before it; on SQLite the
 // three statements in a transaction.
@@ -183,10 +191,9 @@ func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit Aud
 	}
 	// The audit event's values follow the conversation's: $21 to $32.
 	res, err := q.exec(ctx, "place attempt", `WITH placed AS (
-			UPDATE campaign_attempts a SET state = 'placed' WHERE a.conversation_id = $1 AND a.state = 'leased'
-				AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = a.campaign_id AND c.status = 'running')
+			UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND `+attemptPlaceable+`
 				AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)
-			RETURNING a.conversation_id),
+			RETURNING conversation_id),
 		conv AS (INSERT INTO conversations (`+convInsertCols+`) SELECT `+convInsertVals+` FROM placed RETURNING id)
 		INSERT INTO audit_events (`+auditCols+`) SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 FROM conv`,
 		append(args, au...)...)
@@ -197,15 +204,14 @@ func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit Aud
 		return conv, err
 	}
 	// Nothing was written: say why, as the three statements would have.
-	var leased, projectOK bool
+	var placeable, projectOK bool
 	if err := q.get(ctx, "place attempt", `SELECT
-		EXISTS (SELECT 1 FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id
-			WHERE a.conversation_id = $1 AND a.state = 'leased' AND c.status = 'running'),
+		EXISTS (SELECT 1 FROM campaign_attempts WHERE conversation_id = $1 AND `+attemptPlaceable+`),
 		EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)`,
-		[]any{string(conv.ID), string(conv.OrgID), string(conv.ProjectID)}, func(r rowScanner) error { return r.Scan(&leased, &projectOK) }); err != nil {
+		[]any{string(conv.ID), string(conv.OrgID), string(conv.ProjectID)}, func(r rowScanner) error { return r.Scan(&placeable, &projectOK) }); err != nil {
 		return Conversation{}, err
 	}
-	if leased && !projectOK {
+	if placeable && !projectOK {
 		return Conversation{}, notFound("project", conv.ProjectID)
 	}
 	return Conversation{}, fmt.Errorf("store: attempt %s: %w: not leased", conv.ID, ErrConflict)

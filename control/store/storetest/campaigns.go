@@ -377,12 +377,13 @@ func testCampaignBatchLeaseAndSettle(t *testing.T, open Opener) {
 }
 
 // testCampaignPlaceAttempt: placing an attempt stores its conversation, its placed mark and
-// the audit event together; an attempt no longer leased, a campaign no longer running or a
-// project outside the organization writes none of the three.
+// the audit event together; an attempt no longer leased, a campaign no longer running, a
+// number on the do-not-call list or a project outside the organization writes none of the
+// three.
 func testCampaignPlaceAttempt(t *testing.T, open Opener) {
 	w := newAgentWorld(t, open)
 	ctx := t.Context()
-	c, _ := newCampaign(t, w, 4)
+	c, _ := newCampaign(t, w, 5)
 	now := time.Now()
 	must[store.Campaign](t, "start")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignDraft}, store.CampaignRunning, "", "", now))
 	var as []store.CampaignAttempt
@@ -436,6 +437,15 @@ func testCampaignPlaceAttempt(t *testing.T, open Opener) {
 	_, err = w.s.PlaceAttempt(ctx, conv(as[1], w.p1.ID), audit(as[1]))
 	wantErr(t, "place a given-back attempt", err, store.ErrConflict)
 	placed(as[1], false)
+
+	cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[4].CampaignContactID))
+	if _, _, err := w.s.DoNotCallList().Add(ctx, w.all(), store.DoNotCall{Number: cc.ToNumber, Source: store.DNCSourceAPI}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.s.PlaceAttempt(ctx, conv(as[4], w.p1.ID), audit(as[4]))
+	wantErr(t, "place a number put on the do-not-call list", err, store.ErrConflict)
+	placed(as[4], false)
+	audited(1)
 
 	must[store.Campaign](t, "pause")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignPaused, "", "", now))
 	_, err = w.s.PlaceAttempt(ctx, conv(as[2], w.p1.ID), audit(as[2]))
