@@ -536,7 +536,7 @@ func (s *Service) decide(ctx context.Context, tx *store.Tx, c store.Campaign, st
 // the ones the read would check. When that write refuses, the job reads the attempt and does
 // what it finds (notPlaced). A later job (a retry after a crash) reads the attempt first.
 func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
-	if now := s.now(); p.Dial != nil && p.Start != nil && now.Sub(p.Start.At).Abs() < startFresh {
+	if now := s.now(); p.Dial != nil && p.Start != nil && p.Start.AgentID == p.Dial.AgentID && now.Sub(p.Start.At).Abs() < startFresh {
 		return s.dial(ctx, p, p.Dial.toDial(p.ConversationID), now)
 	}
 	// One joined read: the attempt, its campaign, the contact, the organization, and whether
