@@ -15,6 +15,7 @@ import (
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -527,14 +528,30 @@ func (s *Service) decide(ctx context.Context, tx *store.Tx, c store.Campaign, st
 	return o, &ev, err
 }
 
-// AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
-// for the same attempt: once the attempt is placed, or settled, it dials nothing.
+// RunAttempt is the handler of KindAttempt: it runs AttemptJob on the job's payload. A job run
+// again (its second attempt or later: after a crash, a lost lease, an error) reads its attempt
+// before anything else, whatever its payload says: its first run may have placed the attempt,
+// and the call slot the first run took for it must not be taken and given back again (the
+// slot is the conversation's: giving it back would free the slot of the call going on).
+func (s *Service) RunAttempt(ctx context.Context, j *jobs.Job) error {
+	var p AttemptPayload
+	if err := j.Decode(&p); err != nil {
+		return err
+	}
+	if j.Attempt > 1 {
+		p.Dial = nil
+	}
+	return s.AttemptJob(ctx, p)
+}
+
+// AttemptJob dials one leased attempt (the job of KindAttempt: see RunAttempt). It is safe to
+// run again for the same attempt: once the attempt is placed, or settled, it dials nothing.
 //
 // A job that runs within startFresh of the tick that leased its attempt dials from what the
 // tick read (the payload's Start and Dial): no read before the write that places the attempt,
 // whose conditions (leased, the campaign running, the number not on the do-not-call list) are
 // the ones the read would check. When that write refuses, the job reads the attempt and does
-// what it finds (notPlaced). A later job (a retry after a crash) reads the attempt first.
+// what it finds (notPlaced). Without Dial (a job run again, or late) it reads the attempt first.
 func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	if now := s.now(); p.Dial != nil && p.Start != nil && p.Start.AgentID == p.Dial.AgentID && now.Sub(p.Start.At).Abs() < startFresh {
 		return s.dial(ctx, p, p.Dial.toDial(p.ConversationID), now)
