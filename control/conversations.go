@@ -287,13 +287,7 @@ func registerCampaignJobs(w *jobs.Worker, a *api.API) {
 		return err
 	}, jobs.WithTimeout(jobTimeout), jobs.WithMaxAttempts(1))
 	w.Every(kindCampaignTick, campaignTick)
-	w.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
-		var p campaigns.AttemptPayload
-		if err := j.Decode(&p); err != nil {
-			return err
-		}
-		return a.Campaigns.AttemptJob(ctx, p)
-	}, jobs.WithTimeout(jobTimeout))
+	w.Register(campaigns.KindAttempt, a.Campaigns.RunAttempt, jobs.WithTimeout(jobTimeout))
 	if a.Campaigns.Wake == nil {
 		q := w.Queue()
 		a.Campaigns.Wake = func(ctx context.Context) { q.Wake(ctx, campaigns.KindAttempt) }

@@ -100,13 +100,7 @@ func TestCampaignKillChild(t *testing.T) {
 	a := &API{Store: st, Bus: b, Runtime: rt, Log: log}
 	a.Services()
 	w := jobs.NewWorker(jobs.Options{Store: st, Owner: name, Concurrency: 4, Lease: 2 * time.Second, PollInterval: 50 * time.Millisecond, Log: log})
-	w.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
-		var p campaigns.AttemptPayload
-		if err := j.Decode(&p); err != nil {
-			return err
-		}
-		return a.Campaigns.AttemptJob(ctx, p)
-	})
+	w.Register(campaigns.KindAttempt, a.Campaigns.RunAttempt)
 	go func() {
 		tick, reap := time.NewTicker(100*time.Millisecond), time.NewTicker(500*time.Millisecond)
 		defer tick.Stop()

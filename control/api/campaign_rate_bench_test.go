@@ -124,13 +124,7 @@ func campaignStartRate(b *testing.B, st *store.Store, sippBin string) (float64, 
 		return err
 	}, jobs.WithMaxAttempts(1))
 	jw.Every("campaigns.tick", time.Second)
-	jw.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
-		var p campaigns.AttemptPayload
-		if err := j.Decode(&p); err != nil {
-			return err
-		}
-		return w.api.Campaigns.AttemptJob(ctx, p)
-	})
+	jw.Register(campaigns.KindAttempt, w.api.Campaigns.RunAttempt)
 	q := jw.Queue()
 	w.api.Campaigns.Wake = func(ctx context.Context) { q.Wake(ctx, campaigns.KindAttempt) }
 	var dw sync.WaitGroup

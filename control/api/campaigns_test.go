@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/app/campaigns"
 	"github.com/parley-voice/parley/control/fault"
 	"github.com/parley-voice/parley/control/jobs"
@@ -318,13 +320,7 @@ func (d *outcomeDialer) Dial(ctx context.Context, r runtime.DialRequest) error {
 func runDialler(t *testing.T, w *world) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	jw := jobs.NewWorker(jobs.Options{Store: w.st, Owner: "test", PollInterval: 20 * time.Millisecond, Concurrency: 8})
-	jw.Register(campaigns.KindAttempt, func(ctx context.Context, j *jobs.Job) error {
-		var p campaigns.AttemptPayload
-		if err := j.Decode(&p); err != nil {
-			return err
-		}
-		return w.api.Campaigns.AttemptJob(ctx, p)
-	})
+	jw.Register(campaigns.KindAttempt, w.api.Campaigns.RunAttempt)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = jw.Run(ctx) })
 	wg.Go(func() {
@@ -606,5 +602,61 @@ func testCampaignCircuitBreaker(t *testing.T, e engine) {
 	}
 	if paused != 1 {
 		t.Fatalf("%d breaker pause events", paused)
+	}
+}
+
+var _ = register(scenario{"CampaignAttemptRunAgain", testCampaignAttemptRunAgain})
+
+// slotMedia places nothing and counts the call slots taken and given back.
+type slotMedia struct {
+	benchMedia
+	acquired, released, placed int
+}
+
+func (m *slotMedia) Place(context.Context, store.Mode, calls.Placement) error { m.placed++; return nil }
+func (m *slotMedia) AcquireCallSlot(context.Context, store.OrgID, store.ConversationID, int) error {
+	m.acquired++
+	return nil
+}
+func (m *slotMedia) ReleaseCallSlot(context.Context, store.OrgID, store.ConversationID) { m.released++ }
+
+// testCampaignAttemptRunAgain: an attempt job's first run, just after its tick, dials from the
+// tick's read and takes the call's slot; the same job run again (its second attempt, with the
+// same payload) finds the attempt placed before it takes a slot: it dials nothing and leaves
+// the slot of the call going on alone.
+func testCampaignAttemptRunAgain(t *testing.T, e engine) {
+	w := newWorld(t, e.open(t), worldOpts{conv: &convOpts{}})
+	w.credit(t, 10)
+	agent := w.outboundAgent(t, "+14155550001")
+	body := campaignBody(agent, "+14155558801")
+	body["start"] = true
+	w.must(t, http.StatusCreated, req{method: "POST", path: "/v1/campaigns", key: kLive, header: idem("again"), body: body})
+	m := &slotMedia{}
+	svc := &campaigns.Service{Store: w.st, Calls: &calls.Service{Store: w.st, Rules: w.api.Calls.Rules, Media: m}}
+	ctx := context.Background()
+	if res, err := svc.Tick(ctx); err != nil || res.Leased != 1 {
+		t.Fatalf("tick: %+v %v", res, err)
+	}
+	js, err := w.st.ListJobs(ctx, store.JobFilter{State: store.JobQueued, Kind: campaigns.KindAttempt, Limit: 10})
+	if err != nil || len(js) != 1 {
+		t.Fatalf("jobs %d %v", len(js), err)
+	}
+	var p campaigns.AttemptPayload
+	if err := json.Unmarshal(js[0].Payload, &p); err != nil || p.Dial == nil {
+		t.Fatalf("payload %s: %v (want the tick's read in it)", js[0].Payload, err)
+	}
+	j := &jobs.Job{ID: js[0].ID, Kind: js[0].Kind, Payload: js[0].Payload, Attempt: 1, MaxAttempts: js[0].MaxAttempts}
+	if err := svc.RunAttempt(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := w.st.GetCampaignAttempt(ctx, p.ConversationID); err != nil || a.State != store.AttemptPlaced || m.placed != 1 || m.acquired != 1 || m.released != 0 {
+		t.Fatalf("first run: attempt %+v %v; placed %d, slots taken %d, given back %d", a, err, m.placed, m.acquired, m.released)
+	}
+	j.Attempt = 2
+	if err := svc.RunAttempt(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if m.placed != 1 || m.acquired != 1 || m.released != 0 {
+		t.Fatalf("run again: placed %d, slots taken %d, given back %d (want 1, 1, 0)", m.placed, m.acquired, m.released)
 	}
 }

@@ -104,22 +104,32 @@ type Audit struct {
 // "phone_number.updated"), the object and the changed fields. data never carries a secret's
 // value.
 func (au *Audit) Record(action, objectType, objectID string, project store.ProjectID, data any) error {
+	e, err := au.act.AuditEvent(action, objectType, objectID, project, data)
+	if err != nil {
+		return err
+	}
+	return au.tx.InsertAudit(au.ctx, e)
+}
+
+// AuditEvent is the event Audit.Record writes for act, for a store write that records it in
+// the statement that makes its change (the dialler's placed attempt).
+func (a Actor) AuditEvent(action, objectType, objectID string, project store.ProjectID, data any) (store.AuditEvent, error) {
 	var raw json.RawMessage
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {
-			return fmt.Errorf("audit data: %w", err)
+			return store.AuditEvent{}, fmt.Errorf("audit data: %w", err)
 		}
 		raw = b
 	}
 	mode := store.Mode("")
-	if au.act.Type == store.ActorAPIKey {
-		mode = au.act.Scope.Mode
+	if a.Type == store.ActorAPIKey {
+		mode = a.Scope.Mode
 	}
-	return au.tx.InsertAudit(au.ctx, store.AuditEvent{
-		OrgID: au.act.Org.ID, ProjectID: project, ActorType: au.act.Type, ActorID: au.act.ID, ActorMode: mode,
-		Action: action, ObjectType: objectType, ObjectID: objectID, RequestID: au.act.RequestID, Data: raw,
-	})
+	return store.AuditEvent{
+		OrgID: a.Org.ID, ProjectID: project, ActorType: a.Type, ActorID: a.ID, ActorMode: mode,
+		Action: action, ObjectType: objectType, ObjectID: objectID, RequestID: a.RequestID, Data: raw,
+	}, nil
 }
 
 // As returns the audit of the same change that records in act's name: a system change that

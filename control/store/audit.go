@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,6 +54,18 @@ const auditCols = `id, org_id, project_id, actor_type, actor_id, actor_mode, act
 // InsertAudit records an event. Call it on the Tx that makes the change it records, so both
 // commit or neither does.
 func (q *Queries) InsertAudit(ctx context.Context, e AuditEvent) error {
+	args, err := q.auditArgs(e)
+	if err != nil {
+		return err
+	}
+	_, err = q.exec(ctx, "insert audit event",
+		`INSERT INTO audit_events (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, args...)
+	return err
+}
+
+// auditArgs fills an event's ID, time and data when empty, checks it, and returns its values
+// in auditCols' order (InsertAudit's arguments).
+func (q *Queries) auditArgs(e AuditEvent) ([]any, error) {
 	if e.ID == "" {
 		e.ID = newID[AuditID]()
 	}
@@ -63,13 +76,10 @@ func (q *Queries) InsertAudit(ctx context.Context, e AuditEvent) error {
 		e.Data = json.RawMessage(`{}`)
 	}
 	if err := e.check(); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := q.exec(ctx, "insert audit event",
-		`INSERT INTO audit_events (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.ActorType), e.ActorID, nullText(e.ActorMode),
-		e.Action, e.ObjectType, e.ObjectID, e.RequestID, string(e.Data), ts(e.CreatedAt))
-	return err
+	return []any{string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.ActorType), e.ActorID, nullText(e.ActorMode),
+		e.Action, e.ObjectType, e.ObjectID, e.RequestID, string(e.Data), ts(e.CreatedAt)}, nil
 }
 
 // check refuses an event the log should not hold.
@@ -118,9 +128,11 @@ func validAction(a string) bool {
 	return true
 }
 
+// isJSONObject reports whether b is one JSON object (what decoding it into a map accepts), by
+// validating it, without decoding it.
 func isJSONObject(b []byte) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(b, &m) == nil && m != nil
+	t := bytes.TrimLeft(b, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(b)
 }
 
 // ListAudit returns an organization's audit events matching f, oldest first by ID.

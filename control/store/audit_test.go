@@ -54,3 +54,18 @@ func TestAuditEventCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestIsJSONObject: what decoding into a map accepts, and nothing else.
+func TestIsJSONObject(t *testing.T) {
+	for _, s := range []string{`{}`, ` {"a": 1} `, "\n\t{\"a\": {\"b\": [1, null]}}", `{"a": 1, "a": 2}`} {
+		var m map[string]json.RawMessage
+		if !isJSONObject([]byte(s)) || json.Unmarshal([]byte(s), &m) != nil || m == nil {
+			t.Errorf("%q: want an object", s)
+		}
+	}
+	for _, s := range []string{``, ` `, `null`, `[]`, `"{}"`, `1`, `{`, `{"a": }`, `{} {}`, `{}x`, `{"a": 1}]`} {
+		if isJSONObject([]byte(s)) {
+			t.Errorf("%q: not an object", s)
+		}
+	}
+}

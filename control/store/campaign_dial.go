@@ -135,11 +135,11 @@ func (q *Queries) GetCampaignContact(ctx context.Context, id CampaignContactID) 
 
 // MarkAttemptPlaced records, in the transaction that stores its conversation, that an
 // attempt's conversation exists: from then on it is never dialled again. It is ErrConflict when
-// the attempt is no longer leased or its campaign is no longer running (paused or cancelled
-// meanwhile: nothing new is dialled).
+// the attempt is no longer leased, its campaign is no longer running (paused or cancelled
+// meanwhile: nothing new is dialled) or its number is on the organization's do-not-call list
+// (added meanwhile: the number is not dialled).
 func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) error {
-	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND state = 'leased'
-		AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')`, string(id))
+	res, err := q.exec(ctx, "attempt placed", `UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND `+attemptPlaceable, string(id))
 	if err != nil {
 		return err
 	}
@@ -147,6 +147,74 @@ func (q *Queries) MarkAttemptPlaced(ctx context.Context, id ConversationID) erro
 		return fmt.Errorf("store: attempt %s: %w: not leased", id, ErrConflict)
 	}
 	return nil
+}
+
+// attemptPlaceable is the condition on a campaign_attempts row for its placed mark: leased, its
+// campaign running, its contact's number not on the organization's do-not-call list.
+const attemptPlaceable = `campaign_attempts.state = 'leased'
+	AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = campaign_attempts.campaign_id AND c.status = 'running')
+	AND NOT EXISTS (SELECT 1 FROM campaign_contacts cc JOIN do_not_call d ON d.org_id = cc.org_id AND d.number = cc.to_number
+		WHERE cc.id = campaign_attempts.campaign_contact_id)`
+
+// PlaceAttempt stores a leased attempt's conversation (conv, its ID the attempt's) with its
+// placed mark (MarkAttemptPlaced) and the audit event of its creation, all or nothing, before
+// the INVITE. It is ErrConflict, and writes nothing, when the attempt is no longer leased, its
+// campaign no longer runs or its number is on the do-not-call list; ErrNotFound when conv's
+// project is not in its organization. On
+// PostgreSQL it is one statement (no transaction of its own: one round trip instead of five
+// with BEGIN and COMMIT), each write taking the row of the one before it; on SQLite the
+// three statements in a transaction.
+func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit AuditEvent) (Conversation, error) {
+	if q.s.d.name != Postgres {
+		err := q.atomic(ctx, func(q *Queries) error {
+			if err := q.MarkAttemptPlaced(ctx, conv.ID); err != nil {
+				return err
+			}
+			var err error
+			if conv, err = q.CreateConversation(ctx, conv); err != nil {
+				return err
+			}
+			return q.InsertAudit(ctx, audit)
+		})
+		return conv, err
+	}
+	if !validID(conv.ID) {
+		return Conversation{}, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
+	}
+	conv, args, err := q.newConversation(conv)
+	if err != nil {
+		return Conversation{}, err
+	}
+	au, err := q.auditArgs(audit)
+	if err != nil {
+		return Conversation{}, err
+	}
+	// The audit event's values follow the conversation's: $21 to $32.
+	res, err := q.exec(ctx, "place attempt", `WITH placed AS (
+			UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND `+attemptPlaceable+`
+				AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)
+			RETURNING conversation_id),
+		conv AS (INSERT INTO conversations (`+convInsertCols+`) SELECT `+convInsertVals+` FROM placed RETURNING id)
+		INSERT INTO audit_events (`+auditCols+`) SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 FROM conv`,
+		append(args, au...)...)
+	if err != nil {
+		return Conversation{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return conv, err
+	}
+	// Nothing was written: say why, as the three statements would have.
+	var placeable, projectOK bool
+	if err := q.get(ctx, "place attempt", `SELECT
+		EXISTS (SELECT 1 FROM campaign_attempts WHERE conversation_id = $1 AND `+attemptPlaceable+`),
+		EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)`,
+		[]any{string(conv.ID), string(conv.OrgID), string(conv.ProjectID)}, func(r rowScanner) error { return r.Scan(&placeable, &projectOK) }); err != nil {
+		return Conversation{}, err
+	}
+	if placeable && !projectOK {
+		return Conversation{}, notFound("project", conv.ProjectID)
+	}
+	return Conversation{}, fmt.Errorf("store: attempt %s: %w: not leased", conv.ID, ErrConflict)
 }
 
 // GiveBackAttempt undoes a leased attempt that dialled nothing: the attempt is not_dialled, and
@@ -274,11 +342,7 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 	if !validID(id) {
 		return d, notFound("attempt", id)
 	}
-	err := q.get(ctx, "attempt to dial", `SELECT `+prefixCols("a", attemptCols)+`, `+prefixCols("c", campaignCols)+`,
-		`+prefixCols("cc", ccCols)+`, `+prefixCols("o", orgCols)+`,
-		EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
-		FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
-		JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`, []any{string(id)},
+	err := q.get(ctx, "attempt to dial", attemptToDialQuery, []any{string(id)},
 		func(r rowScanner) error {
 			dest := append(attemptDest(&d.Attempt), campaignDest(&d.Campaign)...)
 			dest = append(dest, campaignContactDest(&d.Contact)...)
@@ -287,6 +351,13 @@ func (q *Queries) GetAttemptToDial(ctx context.Context, id ConversationID) (Atte
 		})
 	return d, err
 }
+
+// attemptToDialQuery is GetAttemptToDial's query, made once (its column lists are long).
+var attemptToDialQuery = `SELECT ` + prefixCols("a", attemptCols) + `, ` + prefixCols("c", campaignCols) + `,
+	` + prefixCols("cc", ccCols) + `, ` + prefixCols("o", orgCols) + `,
+	EXISTS (SELECT 1 FROM do_not_call d WHERE d.org_id = c.org_id AND d.number = cc.to_number)
+	FROM campaign_attempts a JOIN campaigns c ON c.id = a.campaign_id JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
+	JOIN organizations o ON o.id = c.org_id WHERE a.conversation_id = $1`
 
 // jsonRows renders n rows as one JSON array of arrays, SQLite's way to pass lists to a
 // statement (read with json_each), as PostgreSQL's arrays do.

@@ -165,6 +165,38 @@ func objectOr(what string, raw json.RawMessage) (string, error) {
 // CreateConversation stores a new conversation. Its ID is made when empty; Status defaults to
 // pending. The project must belong to the organization (ErrNotFound otherwise).
 func (q *Queries) CreateConversation(ctx context.Context, c Conversation) (Conversation, error) {
+	c, args, err := q.newConversation(c)
+	if err != nil {
+		return Conversation{}, err
+	}
+	// One statement: the row is inserted only when its project is in its organization (the
+	// project's own read is folded into the INSERT), else nothing is and it is not found.
+	res, err := q.exec(ctx, "create conversation", `INSERT INTO conversations (`+convInsertCols+`)
+		SELECT `+convInsertVals+` FROM projects p WHERE p.id = $3 AND p.org_id = $2`, args...)
+	if err != nil {
+		return Conversation{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Conversation{}, err
+	} else if n == 0 {
+		return Conversation{}, notFound("project", c.ProjectID)
+	}
+	return c, nil
+}
+
+// A new conversation's row: its columns, and their values from newConversation's arguments
+// ($1 the id, $2 the organization, $3 the project, … $20).
+const (
+	convInsertCols = `id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, via_api,
+		external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, owner_node,
+		created_at, updated_at, started_at`
+	convInsertVals = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, '[]', '{}', $18, $19, $19, $20`
+)
+
+// newConversation checks a conversation to create, fills what creation sets (its ID when
+// empty, pending when it has no status, its times) and returns it with its row's arguments
+// (convInsertVals).
+func (q *Queries) newConversation(c Conversation) (Conversation, []any, error) {
 	if c.ID == "" {
 		c.ID = newID[ConversationID]()
 	}
@@ -173,27 +205,27 @@ func (q *Queries) CreateConversation(ctx context.Context, c Conversation) (Conve
 	}
 	switch {
 	case !validID(c.ID) || !validID(c.OrgID) || !validID(c.ProjectID) || !validID(c.AgentID):
-		return Conversation{}, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
+		return Conversation{}, nil, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
 	case !slices.Contains([]string{ChannelPhone, ChannelVoice, ChannelChat, ChannelWhatsApp}, c.Channel):
-		return Conversation{}, fmt.Errorf("store: %w: conversation channel %q", ErrInvalid, c.Channel)
+		return Conversation{}, nil, fmt.Errorf("store: %w: conversation channel %q", ErrInvalid, c.Channel)
 	case c.Direction != "inbound" && c.Direction != "outbound":
-		return Conversation{}, fmt.Errorf("store: %w: conversation direction %q", ErrInvalid, c.Direction)
+		return Conversation{}, nil, fmt.Errorf("store: %w: conversation direction %q", ErrInvalid, c.Direction)
 	case c.Mode != ModeLive && c.Mode != ModeTest:
-		return Conversation{}, fmt.Errorf("store: %w: conversation mode %q", ErrInvalid, c.Mode)
+		return Conversation{}, nil, fmt.Errorf("store: %w: conversation mode %q", ErrInvalid, c.Mode)
 	case c.Status != ConvPending && c.Status != ConvInProgress:
-		return Conversation{}, fmt.Errorf("store: %w: a conversation starts pending or in progress, not %q", ErrInvalid, c.Status)
+		return Conversation{}, nil, fmt.Errorf("store: %w: a conversation starts pending or in progress, not %q", ErrInvalid, c.Status)
 	case c.Language == "":
-		return Conversation{}, fmt.Errorf("store: %w: conversation language is empty", ErrInvalid)
+		return Conversation{}, nil, fmt.Errorf("store: %w: conversation language is empty", ErrInvalid)
 	case c.AgentVersion < 0:
-		return Conversation{}, fmt.Errorf("store: %w: agent version %d", ErrInvalid, c.AgentVersion)
+		return Conversation{}, nil, fmt.Errorf("store: %w: agent version %d", ErrInvalid, c.AgentVersion)
 	}
 	meta, err := objectOr("metadata", c.Metadata)
 	if err != nil {
-		return Conversation{}, err
+		return Conversation{}, nil, err
 	}
 	vars, err := objectOr("variables", c.Variables)
 	if err != nil {
-		return Conversation{}, err
+		return Conversation{}, nil, err
 	}
 	now := q.s.timeNow()
 	c.CreatedAt, c.UpdatedAt = now, now
@@ -208,26 +240,9 @@ func (q *Queries) CreateConversation(ctx context.Context, c Conversation) (Conve
 	if c.AgentVersion > 0 {
 		version = c.AgentVersion
 	}
-	// One statement: the row is inserted only when its project is in its organization (the
-	// project's own read is folded into the INSERT), else nothing is and it is not found.
-	res, err := q.exec(ctx, "create conversation",
-		`INSERT INTO conversations (id, org_id, project_id, agent_id, agent_version, channel, direction, mode, status, via_api,
-			external_id, language, from_number, to_number, phone_number_id, metadata, variables, turns, cost, owner_node,
-			created_at, updated_at, started_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, '[]', '{}', $18, $19, $19, $20
-		FROM projects p WHERE p.id = $3 AND p.org_id = $2`,
-		string(c.ID), string(c.OrgID), string(c.ProjectID), string(c.AgentID), version, c.Channel, c.Direction, string(c.Mode),
+	return c, []any{string(c.ID), string(c.OrgID), string(c.ProjectID), string(c.AgentID), version, c.Channel, c.Direction, string(c.Mode),
 		c.Status, c.ViaAPI, nullText(c.ExternalID), c.Language, nullText(c.FromNumber), nullText(c.ToNumber),
-		nullText(c.PhoneNumberID), meta, vars, nullText(c.OwnerNode), ts(now), nullTS(c.StartedAt))
-	if err != nil {
-		return Conversation{}, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return Conversation{}, err
-	} else if n == 0 {
-		return Conversation{}, notFound("project", c.ProjectID)
-	}
-	return c, nil
+		nullText(c.PhoneNumberID), meta, vars, nullText(c.OwnerNode), ts(now), nullTS(c.StartedAt)}, nil
 }
 
 // GetConversation returns a conversation (deleted ones too: check Deleted), or ErrNotFound.

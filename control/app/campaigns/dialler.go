@@ -15,6 +15,7 @@ import (
 	"github.com/parley-voice/parley/control/app"
 	"github.com/parley-voice/parley/control/app/calls"
 	"github.com/parley-voice/parley/control/fault"
+	"github.com/parley-voice/parley/control/jobs"
 	"github.com/parley-voice/parley/control/store"
 )
 
@@ -60,6 +61,56 @@ type AttemptPayload struct {
 	// attempt with the problem's code. A job that runs later than startFresh after the tick
 	// (a retry after a crash) runs them again too.
 	Start *ResolvedStart `json:"start,omitempty"`
+	// Dial is the attempt as the tick leased it, given with Start. A job that runs within
+	// startFresh of the tick dials from it without reading the attempt again (see AttemptJob).
+	Dial *LeasedAttempt `json:"dial,omitempty"`
+}
+
+// LeasedAttempt is what the tick read of a leased attempt: its number and contact's fields,
+// its campaign and its organization's time zone. The campaign was running and the contact
+// queued then; the attempt's placed mark checks again, as it stores the conversation, that the
+// attempt is leased, the campaign running and the number not on the do-not-call list.
+type LeasedAttempt struct {
+	Attempt      int                     `json:"attempt"`
+	CampaignID   store.CampaignID        `json:"campaign_id"`
+	AgentID      store.AgentID           `json:"agent_id"`
+	OrgID        store.OrgID             `json:"org_id"`
+	ProjectID    store.ProjectID         `json:"project_id"`
+	Mode         store.Mode              `json:"mode"`
+	CampaignName string                  `json:"campaign_name"`
+	Settings     json.RawMessage         `json:"settings,omitempty"`
+	OrgTimezone  string                  `json:"org_timezone,omitempty"`
+	ContactID    store.CampaignContactID `json:"campaign_contact_id"`
+	ContactRef   store.ContactID         `json:"contact_id,omitempty"`
+	ToNumber     string                  `json:"to_number"`
+	Name         string                  `json:"name,omitempty"`
+	Timezone     string                  `json:"timezone,omitempty"`
+	ExternalID   string                  `json:"external_id,omitempty"`
+	Variables    json.RawMessage         `json:"variables,omitempty"`
+	Metadata     json.RawMessage         `json:"metadata,omitempty"`
+}
+
+// leasedAttempt is the LeasedAttempt of a, leased by the tick for cc of c.
+func leasedAttempt(c store.Campaign, org store.Org, cc store.CampaignContact, a store.CampaignAttempt) *LeasedAttempt {
+	return &LeasedAttempt{Attempt: a.Attempt, CampaignID: c.ID, AgentID: c.AgentID, OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode,
+		CampaignName: c.Name, Settings: c.Settings, OrgTimezone: org.Timezone, ContactID: cc.ID, ContactRef: cc.ContactID,
+		ToNumber: cc.ToNumber, Name: cc.Name, Timezone: cc.Timezone, ExternalID: cc.ExternalID, Variables: cc.Variables, Metadata: cc.Metadata}
+}
+
+// toDial is the attempt, its campaign (running), contact (dialing) and organization as the
+// tick left them, as GetAttemptToDial would read them then (the organization: its id and
+// time zone only).
+func (l *LeasedAttempt) toDial(id store.ConversationID) store.AttemptToDial {
+	return store.AttemptToDial{
+		Attempt: store.CampaignAttempt{ConversationID: id, CampaignID: l.CampaignID, CampaignContactID: l.ContactID, Attempt: l.Attempt,
+			State: store.AttemptLeased},
+		Campaign: store.Campaign{ID: l.CampaignID, OrgID: l.OrgID, ProjectID: l.ProjectID, AgentID: l.AgentID, Mode: l.Mode, Name: l.CampaignName,
+			Status: store.CampaignRunning, Settings: l.Settings},
+		Contact: store.CampaignContact{ID: l.ContactID, CampaignID: l.CampaignID, OrgID: l.OrgID, ProjectID: l.ProjectID, ContactID: l.ContactRef,
+			ToNumber: l.ToNumber, Name: l.Name, Timezone: l.Timezone, ExternalID: l.ExternalID, Variables: l.Variables, Metadata: l.Metadata,
+			State: store.ContactDialing, Attempts: l.Attempt, ConversationID: id},
+		Org: store.Org{ID: l.OrgID, Timezone: l.OrgTimezone},
+	}
 }
 
 // ResolvedStart is what the start rules found for a campaign: the agent and version to run,
@@ -182,13 +233,14 @@ func (s *Service) serve(ctx context.Context, c store.Campaign, res *TickResult) 
 	// conditional update that changes nothing, not an error).
 	rs := s.resolveStart(ctx, c, org, st, open[0], now)
 	suits := make(map[store.CampaignContactID]bool, len(open))
+	byID := make(map[store.CampaignContactID]store.CampaignContact, len(open))
 	for _, cc := range open {
-		suits[cc.ID] = rs.suits(cc)
+		suits[cc.ID], byID[cc.ID] = rs.suits(cc), cc
 	}
 	job := func(a store.CampaignAttempt) store.AttemptJob {
 		p := AttemptPayload{ConversationID: a.ConversationID}
 		if suits[a.CampaignContactID] {
-			p.Start = rs
+			p.Start, p.Dial = rs, leasedAttempt(c, org, byID[a.CampaignContactID], a)
 		}
 		payload, _ := json.Marshal(p)
 		return store.AttemptJob{Kind: KindAttempt, Payload: payload, DedupeKey: "campaign_attempt:" + string(a.ConversationID), MaxAttempts: 5}
@@ -476,9 +528,34 @@ func (s *Service) decide(ctx context.Context, tx *store.Tx, c store.Campaign, st
 	return o, &ev, err
 }
 
-// AttemptJob dials one leased attempt (the handler of KindAttempt). It is safe to run again
-// for the same attempt: once the attempt is placed, or settled, it dials nothing.
+// RunAttempt is the handler of KindAttempt: it runs AttemptJob on the job's payload. A job run
+// again (its second attempt or later: after a crash, a lost lease, an error) reads its attempt
+// before anything else, whatever its payload says: its first run may have placed the attempt,
+// and the call slot the first run took for it must not be taken and given back again (the
+// slot is the conversation's: giving it back would free the slot of the call going on).
+func (s *Service) RunAttempt(ctx context.Context, j *jobs.Job) error {
+	var p AttemptPayload
+	if err := j.Decode(&p); err != nil {
+		return err
+	}
+	if j.Attempt > 1 {
+		p.Dial = nil
+	}
+	return s.AttemptJob(ctx, p)
+}
+
+// AttemptJob dials one leased attempt (the job of KindAttempt: see RunAttempt). It is safe to
+// run again for the same attempt: once the attempt is placed, or settled, it dials nothing.
+//
+// A job that runs within startFresh of the tick that leased its attempt dials from what the
+// tick read (the payload's Start and Dial): no read before the write that places the attempt,
+// whose conditions (leased, the campaign running, the number not on the do-not-call list) are
+// the ones the read would check. When that write refuses, the job reads the attempt and does
+// what it finds (notPlaced). Without Dial (a job run again, or late) it reads the attempt first.
 func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
+	if now := s.now(); p.Dial != nil && p.Start != nil && p.Start.AgentID == p.Dial.AgentID && now.Sub(p.Start.At).Abs() < startFresh {
+		return s.dial(ctx, p, p.Dial.toDial(p.ConversationID), now)
+	}
 	// One joined read: the attempt, its campaign, the contact, the organization, and whether
 	// the number is on the do-not-call list now.
 	d, err := s.Store.GetAttemptToDial(ctx, p.ConversationID)
@@ -488,9 +565,16 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	if err != nil || d.Attempt.State != store.AttemptLeased {
 		return err // placed or settled: never dialled again
 	}
+	return s.dial(ctx, p, d, s.now())
+}
+
+// dial dials the leased attempt d: its checks (the campaign's status, the calling hours, the
+// start rules with the do-not-call list), its call slot, its conversation stored with the
+// attempt's placed mark, then the INVITE.
+func (s *Service) dial(ctx context.Context, p AttemptPayload, d store.AttemptToDial, now time.Time) error {
 	a, c, cc, org := d.Attempt, d.Campaign, d.Contact, d.Org
 	st := readSettings(c.Settings)
-	now := s.now()
+	var err error
 	giveBack := func(why string, next *time.Time) error {
 		err := s.Store.GiveBackAttempt(ctx, a, why, next, now)
 		if errors.Is(err, store.ErrConflict) {
@@ -506,7 +590,8 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		return giveBack("the campaign was "+c.Status, nil)
 	}
 	// Checked again at dial time: the calling hours here, the do-not-call list with the start
-	// rules below (CheckCall answers number_on_do_not_call_list: the contact is skipped).
+	// rules below (CheckCall answers number_on_do_not_call_list: the contact is skipped) and
+	// again by the placed mark (from the tick's read, only there: notPlaced skips it).
 	loc := zoneOf(cc.Timezone, org.Timezone)
 	if !st.CallingHours.Open(now, loc) {
 		next := st.CallingHours.NextOpening(now, loc)
@@ -531,7 +616,8 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	}
 	var start calls.Start
 	if rs := p.Start; rs != nil && rs.AgentID == c.AgentID && now.Sub(rs.At).Abs() < startFresh {
-		// The tick resolved the start rules a moment ago; the do-not-call list is read now.
+		// The tick resolved the start rules a moment ago; the do-not-call list is read now
+		// (OnDNC), or, dialling from the tick's read, checked by the placed mark.
 		if d.OnDNC {
 			err = fault.E(fault.CodeDoNotCall, "%s is on the organization's do-not-call list.", cc.ToNumber)
 		} else {
@@ -558,36 +644,19 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		}
 		return err
 	}
-	// The conversation and the attempt's placed mark commit together, before the INVITE.
-	_, err = app.Change(app.WithCommitHook(ctx, nil), s.Store, act, func(tx *store.Tx, au *app.Audit) (struct{}, error) {
-		if err := tx.MarkAttemptPlaced(ctx, a.ConversationID); err != nil {
-			return struct{}{}, err
-		}
-		created, err := tx.CreateConversation(ctx, conv)
-		if err != nil {
-			return struct{}{}, err
-		}
-		return struct{}{}, au.Record("call.created", "conversation", string(created.ID), created.ProjectID, map[string]any{
-			"agent_id": created.AgentID, "to_number": created.ToNumber, "campaign_id": c.ID, "campaign_contact_id": cc.ID, "attempt": a.Attempt})
-	})
+	// The conversation, its call.created audit event and the attempt's placed mark commit
+	// together, before the INVITE (one statement on PostgreSQL).
+	ev, err := act.AuditEvent("call.created", "conversation", string(conv.ID), conv.ProjectID, callCreated{
+		AgentID: conv.AgentID, Attempt: a.Attempt, CampaignContactID: cc.ID, CampaignID: c.ID, ToNumber: conv.ToNumber})
+	if err == nil {
+		_, err = s.Store.PlaceAttempt(ctx, conv, ev)
+	}
 	if err != nil {
 		s.Calls.Media.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, conv.ID)
 		if !errors.Is(err, store.ErrConflict) {
 			return err
 		}
-		// Settled meanwhile (given back by a tick), or the campaign stopped running: nothing
-		// was dialled.
-		if a2, err := s.Store.GetCampaignAttempt(ctx, a.ConversationID); err != nil || a2.State != store.AttemptLeased {
-			return err
-		}
-		c2, err := s.Store.GetCampaign(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		if c2.Status == store.CampaignCancelled || c2.Status == store.CampaignCompleted {
-			return s.skip(ctx, c2, a, cc, store.ContactCancelled, "the campaign was "+c2.Status, now)
-		}
-		return giveBack("the campaign was "+c2.Status, nil)
+		return s.notPlaced(ctx, a.ConversationID, now)
 	}
 	pl := calls.Placement{ConversationID: conv.ID, Trunk: start.From.Trunk, RingTimeout: time.Duration(st.Pacing.RingTimeoutSeconds) * time.Second}
 	if *st.Voicemail.Detect {
@@ -606,6 +675,41 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 		}
 	}
 	return nil
+}
+
+// callCreated is the data of an attempt's call.created audit event: the members a map would
+// give, in the same (sorted) order, without a map's encoding cost per attempt.
+type callCreated struct {
+	AgentID           store.AgentID           `json:"agent_id"`
+	Attempt           int                     `json:"attempt"`
+	CampaignContactID store.CampaignContactID `json:"campaign_contact_id"`
+	CampaignID        store.CampaignID        `json:"campaign_id"`
+	ToNumber          string                  `json:"to_number"`
+}
+
+// notPlaced follows an attempt whose placed mark was refused (nothing was dialled): settled
+// meanwhile (given back by a tick), the campaign stopped running (given back, or the contact
+// cancelled with it), or the number put on the do-not-call list (skipped).
+func (s *Service) notPlaced(ctx context.Context, id store.ConversationID, now time.Time) error {
+	d, err := s.Store.GetAttemptToDial(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || d.Attempt.State != store.AttemptLeased {
+		return err
+	}
+	c := d.Campaign
+	switch {
+	case c.Status == store.CampaignCancelled || c.Status == store.CampaignCompleted:
+		return s.skip(ctx, c, d.Attempt, d.Contact, store.ContactCancelled, "the campaign was "+c.Status, now)
+	case d.OnDNC:
+		return s.skip(ctx, c, d.Attempt, d.Contact, store.ContactSkippedDNC, fault.CodeDoNotCall, now)
+	}
+	err = s.Store.GiveBackAttempt(ctx, d.Attempt, "the campaign was "+c.Status, nil, now)
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // skip ends a contact without a call.

@@ -22,6 +22,7 @@ var campaignTests = []struct {
 	{"CampaignLifecycle", testCampaignLifecycle},
 	{"CampaignLeaseOnce", testCampaignLeaseOnce},
 	{"CampaignBatchLeaseAndSettle", testCampaignBatchLeaseAndSettle},
+	{"CampaignPlaceAttempt", testCampaignPlaceAttempt},
 }
 
 func testContactsScopeAndUpsert(t *testing.T, open Opener) {
@@ -373,4 +374,95 @@ func testCampaignBatchLeaseAndSettle(t *testing.T, open Opener) {
 	}
 	bad := []store.Event{es[0], {OrgID: w.org.ID, Mode: store.ModeLive}}
 	wantErr(t, "an event with no type", w.s.Tx(ctx, func(tx *store.Tx) error { _, err := tx.InsertEvents(ctx, bad); return err }), store.ErrInvalid)
+}
+
+// testCampaignPlaceAttempt: placing an attempt stores its conversation, its placed mark and
+// the audit event together; an attempt no longer leased, a campaign no longer running, a
+// number on the do-not-call list or a project outside the organization writes none of the
+// three.
+func testCampaignPlaceAttempt(t *testing.T, open Opener) {
+	w := newAgentWorld(t, open)
+	ctx := t.Context()
+	c, _ := newCampaign(t, w, 5)
+	now := time.Now()
+	must[store.Campaign](t, "start")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignDraft}, store.CampaignRunning, "", "", now))
+	var as []store.CampaignAttempt
+	for _, cc := range must[[]store.CampaignContact](t, "due")(w.s.DueCampaignContacts(ctx, c.ID, now, 10)) {
+		must[struct{}](t, "lease")(struct{}{}, w.s.Tx(ctx, func(tx *store.Tx) error {
+			a, err := tx.LeaseCampaignAttempt(ctx, cc, now)
+			as = append(as, a)
+			return err
+		}))
+	}
+	conv := func(a store.CampaignAttempt, p store.ProjectID) store.Conversation {
+		return store.Conversation{ID: a.ConversationID, OrgID: w.org.ID, ProjectID: p, AgentID: c.AgentID, Channel: store.ChannelPhone,
+			Direction: "outbound", Mode: store.ModeLive, Language: "en", ToNumber: "+14155570000"}
+	}
+	audit := func(a store.CampaignAttempt) store.AuditEvent {
+		return store.AuditEvent{OrgID: w.org.ID, ProjectID: w.p1.ID, ActorType: store.ActorSystem, ActorID: "campaign",
+			Action: "call.created", ObjectType: "conversation", ObjectID: string(a.ConversationID), Data: json.RawMessage(`{"attempt": 1}`)}
+	}
+	placed := func(a store.CampaignAttempt, want bool) {
+		t.Helper()
+		got := must[store.CampaignAttempt](t, "attempt")(w.s.GetCampaignAttempt(ctx, a.ConversationID))
+		_, err := w.s.GetConversation(ctx, a.ConversationID)
+		if want != (got.State == store.AttemptPlaced) || want != (err == nil) {
+			t.Fatalf("attempt %s: state %s, conversation read: %v (want placed: %v)", a.ConversationID, got.State, err, want)
+		}
+	}
+	audited := func(want int) {
+		t.Helper()
+		if l := must[[]store.AuditEvent](t, "audit")(w.s.ListAudit(ctx, store.AuditFilter{OrgID: w.org.ID, Actions: []string{"call.created"}})); len(l) != want {
+			t.Fatalf("%d call.created events, want %d", len(l), want)
+		}
+	}
+	other := newProject(t, w.s, newOrg(t, w.s, "Other").ID, "Theirs")
+	_, err := w.s.PlaceAttempt(ctx, conv(as[0], other.ID), audit(as[0]))
+	wantErr(t, "place with another organization's project", err, store.ErrNotFound)
+	placed(as[0], false)
+	audited(0)
+
+	got := must[store.Conversation](t, "place")(w.s.PlaceAttempt(ctx, conv(as[0], w.p1.ID), audit(as[0])))
+	if got.ID != as[0].ConversationID || got.Status != store.ConvPending || got.CreatedAt.IsZero() {
+		t.Fatalf("placed %+v", got)
+	}
+	placed(as[0], true)
+	audited(1)
+	_, err = w.s.PlaceAttempt(ctx, conv(as[0], w.p1.ID), audit(as[0]))
+	wantErr(t, "place twice", err, store.ErrConflict)
+	audited(1)
+
+	next := now.Add(time.Hour)
+	must[struct{}](t, "give back")(struct{}{}, w.s.GiveBackAttempt(ctx, as[1], "paused", &next, now))
+	_, err = w.s.PlaceAttempt(ctx, conv(as[1], w.p1.ID), audit(as[1]))
+	wantErr(t, "place a given-back attempt", err, store.ErrConflict)
+	placed(as[1], false)
+
+	cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[4].CampaignContactID))
+	if _, _, err := w.s.DoNotCallList().Add(ctx, w.all(), store.DoNotCall{Number: cc.ToNumber, Source: store.DNCSourceAPI}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.s.PlaceAttempt(ctx, conv(as[4], w.p1.ID), audit(as[4]))
+	wantErr(t, "place a number put on the do-not-call list", err, store.ErrConflict)
+	placed(as[4], false)
+	audited(1)
+
+	must[store.Campaign](t, "pause")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignPaused, "", "", now))
+	_, err = w.s.PlaceAttempt(ctx, conv(as[2], w.p1.ID), audit(as[2]))
+	wantErr(t, "place in a paused campaign", err, store.ErrConflict)
+	placed(as[2], false)
+	audited(1)
+
+	// In the caller's transaction, it rolls back with it.
+	must[store.Campaign](t, "resume")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignPaused}, store.CampaignRunning, "", "", now))
+	rollback := errors.New("roll back")
+	err = w.s.Tx(ctx, func(tx *store.Tx) error {
+		if _, err := tx.PlaceAttempt(ctx, conv(as[3], w.p1.ID), audit(as[3])); err != nil {
+			return err
+		}
+		return rollback
+	})
+	wantErr(t, "place in a rolled-back transaction", err, rollback)
+	placed(as[3], false)
+	audited(1)
 }
