@@ -61,6 +61,7 @@ func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
+	s.noteStatement(TxOp)
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("begin transaction", err)
@@ -79,6 +80,12 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 		}
 		return err
 	}
+	if tx.batched != nil && len(*tx.batched) > 0 {
+		if err := tx.insertEvents(ctx, *tx.batched); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return s.wrap("commit", err)
 	}
@@ -91,6 +98,32 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 // records its webhook deliveries, say). It wakes the workers, so that work enqueued by any
 // change starts without waiting for a poll. fn must not block. Set it before use.
 func (s *Store) OnEnqueue(fn func(kind string)) { s.onEnqueue = fn }
+
+// BatchEvents makes the events recorded on tx from now on (InsertEvent) wait until fn
+// returns, and then be inserted together with their deliveries: in one statement on
+// PostgreSQL and two on SQLite however many there are (issue 20: a call's end records
+// conversation.ended and its final transcript). Their ids and times are given at once; they
+// cannot be read on tx, and an error of theirs is the commit's.
+func (tx *Tx) BatchEvents() {
+	if tx.batched == nil {
+		tx.batched = new([]Event)
+	}
+}
+
+// TxOp is the op OnStatement's fn is told of a transaction begun.
+const TxOp = "transaction"
+
+// OnStatement sets fn to be told of every statement the repository runs (its op, such as
+// "insert event") and of every transaction begun (TxOp), on the caller's goroutine. It is for
+// tests and benchmarks that count a use case's round trips; fn must be cheap and safe for
+// concurrent use. Set it before use.
+func (s *Store) OnStatement(fn func(op string)) { s.onStmt = fn }
+
+func (s *Store) noteStatement(op string) {
+	if s.onStmt != nil {
+		s.onStmt(op)
+	}
+}
 
 // announce tells OnEnqueue's fn of each kind once.
 func (s *Store) announce(kinds ...string) {
