@@ -112,8 +112,8 @@ func TestInboundCallStoreWork(t *testing.T) {
 	ir.count.take()
 	id := ir.call(t)
 	txs, stmts, ops := ir.count.take()
-	if txs > 4 || stmts > 23 {
-		t.Errorf("one call: %d transactions and %d statements, want at most 4 and 23: %v", txs, stmts, ops)
+	if txs > 4 || stmts > 19 {
+		t.Errorf("one call: %d transactions and %d statements, want at most 4 and 19: %v", txs, stmts, ops)
 	}
 	waitFor(t, 5*time.Second, "the recording named", func() bool { return ir.get(id).Recording != "" }) // its statement was counted as it began
 	c := ir.get(id)
