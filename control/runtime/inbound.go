@@ -82,6 +82,9 @@ type InboundPlan struct {
 	TransferAllow []string
 }
 
+// inboundRingingWait is how long an inbound call's ringing waits to be stored with its answer.
+const inboundRingingWait = 250 * time.Millisecond
+
 // TakeInbound decides whether the runtime takes an inbound call, and how: the agent assigned
 // to the called number takes it, in a live conversation run on this node, when it is
 // published, inbound and takes the phone channel, its project is not frozen, and its
@@ -170,8 +173,8 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 		},
 		OnEvent: func(ev CallEvent) {
 			switch ev.Kind {
-			case CallRinging:
-				l.p.status(store.ConvRinging)
+			case CallRinging: // the 180 sent; the answer normally follows at once
+				l.p.statusSoon(store.ConvRinging, inboundRingingWait)
 			case CallInProgress:
 				l.p.status(store.ConvInProgress)
 				if sess := l.engine(); sess != nil && rt.o.WebCalls != nil {

@@ -117,7 +117,7 @@ func newInboundRig(tb testing.TB, o store.Options) *inboundRig {
 // returns once all of its bookkeeping is stored.
 func (ir *inboundRig) call(tb testing.TB) store.ConversationID {
 	ctx := context.Background()
-	reserved, recorded, settled := ir.count.next("reserve credit"), ir.count.next("set conversation recording"), ir.count.next("fail pending commands")
+	reserved, settled := ir.count.next("reserve credit"), ir.count.next("fail pending commands")
 	p, err := ir.rt.TakeInbound(ctx, InboundCall{To: ir.number, From: "+15550001111"}, 0)
 	if err != nil {
 		tb.Fatal(err)
@@ -142,7 +142,6 @@ func (ir *inboundRig) call(tb testing.TB) store.ConversationID {
 	p.OnEvent(CallEvent{Kind: CallEnded, EndReason: session.EndCallerHungUp, Outcome: out})
 	<-l.p.done
 	<-settled // unregistered: the commands left settled
-	<-recorded
 	return id
 }
 

@@ -101,7 +101,8 @@ func TestTakeInboundRefusals(t *testing.T) {
 }
 
 // TestInboundCallStoreWork (issue 20): one inbound call's control-plane work costs at most a
-// budget of statements and transactions, and stores everything it did before: the call
+// budget of statements and transactions (on SQLite 3 and 18; 4 and 20 when its answer and its
+// greeting happen to be stored apart), and stores everything it did before: the call
 // ringing, then started (with conversation.started), its greeting with a transcript batch, its
 // end with the outcome, the charge in four parts, the hold dropped, conversation.ended and
 // the final transcript, and its recording.
@@ -112,10 +113,9 @@ func TestInboundCallStoreWork(t *testing.T) {
 	ir.count.take()
 	id := ir.call(t)
 	txs, stmts, ops := ir.count.take()
-	if txs > 4 || stmts > 19 {
-		t.Errorf("one call: %d transactions and %d statements, want at most 4 and 19: %v", txs, stmts, ops)
+	if txs > 4 || stmts > 20 {
+		t.Errorf("one call: %d transactions and %d statements, want at most 4 and 20: %v", txs, stmts, ops)
 	}
-	waitFor(t, 5*time.Second, "the recording named", func() bool { return ir.get(id).Recording != "" }) // its statement was counted as it began
 	c := ir.get(id)
 	if c.Status != store.ConvEnded || c.EndReason != string(session.EndCallerHungUp) || c.RingingAt == nil || c.StartedAt == nil ||
 		c.Outcome.SIPStatus != 200 || c.CostMicros <= 0 || c.Recording == "" || c.LastSeq != 1 || c.Direction != "inbound" || c.FromNumber != "+15550001111" {

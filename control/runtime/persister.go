@@ -47,6 +47,13 @@ type persister struct {
 	kept    []store.ConversationLine
 	keptAll bool
 
+	// recWaiting: a recording is being made, to be named with the end (recordingDone);
+	// recSince is when the end began to wait for it; endTaken says the end was taken to be
+	// stored (a recording closed later is named on its own).
+	recWaiting bool
+	recSince   time.Time
+	endTaken   bool
+
 	ctx      context.Context // set by start; nil before
 	onDone   func()
 	stopCtx  func() bool // unhooks start's AfterFunc from the node's context
@@ -177,18 +184,46 @@ func (p *persister) status(s string) {
 	}
 }
 
+// statusSoon queues a move of the conversation's status like status, but lets it wait up to
+// d for what comes next, so that a move followed at once by another (an inbound call rings
+// for an instant before it is answered) is stored with it, in one transaction (issue 20). The
+// move keeps its time.
+func (p *persister) statusSoon(s string, d time.Duration) {
+	p.mu.Lock()
+	p.statuses = append(p.statuses, statusChange{s, time.Now()})
+	p.mu.Unlock()
+	time.AfterFunc(d, p.signal)
+}
+
+// recordingWait bounds how long a conversation's end waits for its recording to be closed.
+const recordingWait = time.Second
+
+// recordingStarted says a recording is being made: the end waits for recordingDone.
+func (p *persister) recordingStarted() {
+	p.mu.Lock()
+	p.recWaiting = true
+	p.mu.Unlock()
+}
+
+// recordingDone names the closed recording path with the end, and reports whether it will be
+// (false: the end was stored or taken already; the caller names it).
+func (p *persister) recordingDone(path string) bool {
+	p.mu.Lock()
+	if p.endTaken || p.finished {
+		p.mu.Unlock()
+		return false
+	}
+	p.recording, p.recWaiting = path, false
+	p.mu.Unlock()
+	p.signal()
+	return true
+}
+
 // setDefinition records the definition the conversation runs with, so that its end need not
 // read it again.
 func (p *persister) setDefinition(def *agentdef.Definition) {
 	p.mu.Lock()
 	p.def = def
-	p.mu.Unlock()
-}
-
-// setRecording names the recording file stored with the end.
-func (p *persister) setRecording(path string) {
-	p.mu.Lock()
-	p.recording = path
 	p.mu.Unlock()
 }
 
@@ -205,6 +240,9 @@ func (p *persister) work() {
 		if p.ctx.Err() != nil {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 2*time.Second)
 			p.end(session.EndShutdown, session.Cost{})
+			p.mu.Lock()
+			p.recWaiting = false // the end is stored now; the recording is named on its own
+			p.mu.Unlock()
 			p.flush(fctx)
 			cancel()
 			p.finish()
@@ -288,6 +326,16 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 	// The end goes last: after every line, and after every status move (a call answered an
 	// instant before it ended has started).
 	ending := p.ending && len(p.queue) == len(ready)
+	if ending && p.recWaiting {
+		// The recording is closed once the engine stops, an instant after its end: the end
+		// waits for it (not for ever), to be stored with its name (issue 20).
+		if p.recSince.IsZero() {
+			p.recSince = time.Now()
+			time.AfterFunc(recordingWait, p.signal)
+		}
+		ending = time.Since(p.recSince) >= recordingWait
+	}
+	p.endTaken = p.endTaken || ending
 	reason, cost, turns, recording, out := p.endReason, p.cost, slices.Clone(p.turns), p.recording, p.callOut
 	known := endKnown{def: p.def}
 	p.mu.Unlock()
