@@ -341,12 +341,7 @@ func (q *Queries) setConversationStatus(ctx context.Context, id ConversationID, 
 	query := `UPDATE conversations SET status = $2, ` + col + ` = $3, updated_at = $3 WHERE id = $1 AND status IN (` + strings.Join(lower, ", ") + `)`
 	args := []any{string(id), status, ts(normTime(at))}
 	if moved != nil { // issue 20: the conversation as moved, in the same statement
-		err := q.get(ctx, "set conversation status", query+` RETURNING `+convCols, args,
-			func(r rowScanner) (err error) { *moved, err = scanConversation(r); return err })
-		if errors.Is(err, ErrNotFound) {
-			return false, nil
-		}
-		return err == nil, err
+		return q.updateConversation(ctx, "set conversation status", query, args, moved)
 	}
 	res, err := q.exec(ctx, "set conversation status", query, args...)
 	if err != nil {
@@ -410,12 +405,7 @@ func (q *Queries) endConversation(ctx context.Context, id ConversationID, e Conv
 	args := []any{string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording),
 		nullInt(o.SIPStatus), nullInt(o.Q850Cause), nullText(truncateText(o.Detail, 300))}
 	if ended != nil { // issue 20: the conversation as ended, in the same statement
-		err := q.get(ctx, "end conversation", query+` RETURNING `+convCols, args,
-			func(r rowScanner) (err error) { *ended, err = scanConversation(r); return err })
-		if errors.Is(err, ErrNotFound) {
-			return false, nil
-		}
-		return err == nil, err
+		return q.updateConversation(ctx, "end conversation", query, args, ended)
 	}
 	res, err := q.exec(ctx, "end conversation", query, args...)
 	if err != nil {
@@ -423,6 +413,16 @@ func (q *Queries) endConversation(ctx context.Context, id ConversationID, e Conv
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
+}
+
+// updateConversation runs an UPDATE of one conversation and scans the row it changed into c;
+// it reports false when no row changed.
+func (q *Queries) updateConversation(ctx context.Context, op, query string, args []any, c *Conversation) (bool, error) {
+	err := q.get(ctx, op, query+` RETURNING `+convCols, args, func(r rowScanner) (err error) { *c, err = scanConversation(r); return err })
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SetConversationOwner records the node that runs a conversation.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -44,11 +43,12 @@ func (q *Queries) InsertEvent(ctx context.Context, e Event) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), q.s.timeNow()
-	if q.batched != nil { // Tx.BatchEvents
+	if q.batched != nil { // Tx.BatchEvents: inserted with the others as the Tx commits
+		e.Data = json.RawMessage(data)
 		*q.batched = append(*q.batched, e)
 		return e, nil
 	}
+	e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), q.s.timeNow()
 	args := []any{string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
 		nullText(e.AgentID), data, ts(e.CreatedAt)}
 	const insert = `INSERT INTO events (` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
@@ -79,70 +79,6 @@ func (q *Queries) InsertEvent(ctx context.Context, e Event) (Event, error) {
 		return Event{}, err
 	}
 	return e, nil
-}
-
-// insertEvents inserts the events a Tx batched, and makes their deliveries: one statement for
-// the events and, when some fan out, one for the receivers of each of their projects and modes
-// (on PostgreSQL, the first of those is the events' statement).
-func (q *Queries) insertEvents(ctx context.Context, es []Event) error {
-	var sb strings.Builder
-	args := make([]any, 0, 9*len(es))
-	fan := -1 // the first event that fans out
-	for i, e := range es {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		n := len(args)
-		sb.WriteString("(")
-		for j := 1; j <= 9; j++ {
-			if j > 1 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString("$" + strconv.Itoa(n+j))
-		}
-		sb.WriteString(")")
-		args = append(args, string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
-			nullText(e.AgentID), string(e.Data), ts(e.CreatedAt))
-		if fan < 0 && fansOut(e) {
-			fan = i
-		}
-	}
-	insert := `INSERT INTO events (` + eventCols + `) VALUES ` + sb.String()
-	type key struct {
-		p ProjectID
-		m Mode
-	}
-	receivers := map[key][]Receiver{}
-	if fan >= 0 && q.s.d.name == Postgres {
-		// The events and the receivers of the first one's project and mode in one round trip.
-		rs, err := list(ctx, q, "insert events and read their receivers", `WITH e AS (`+insert+`) SELECT `+receiverCols+
-			` FROM webhook_receivers WHERE project_id = $`+strconv.Itoa(9*fan+3)+` AND mode = $`+strconv.Itoa(9*fan+4)+` AND disabled_at IS NULL`,
-			args, scanReceiver)
-		if err != nil {
-			return err
-		}
-		receivers[key{es[fan].ProjectID, es[fan].Mode}] = rs
-	} else if _, err := q.exec(ctx, "insert events", insert, args...); err != nil {
-		return err
-	}
-	for _, e := range es {
-		if !fansOut(e) {
-			continue
-		}
-		k := key{e.ProjectID, e.Mode}
-		rs, ok := receivers[k]
-		if !ok {
-			var err error
-			if rs, err = list(ctx, q, "receivers of an event", receiversOfEvent, []any{string(e.ProjectID), string(e.Mode)}, scanReceiver); err != nil {
-				return err
-			}
-			receivers[k] = rs
-		}
-		if err := q.deliverTo(ctx, e, rs); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // EventFilter narrows a list of events.

@@ -81,7 +81,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 		return err
 	}
 	if tx.batched != nil && len(*tx.batched) > 0 {
-		if err := tx.insertEvents(ctx, *tx.batched); err != nil {
+		batch := *tx.batched
+		tx.batched = nil // inserted now, not batched again
+		if _, err := tx.InsertEvents(ctx, batch); err != nil {
 			_ = sqlTx.Rollback()
 			return err
 		}
@@ -100,12 +102,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 func (s *Store) OnEnqueue(fn func(kind string)) { s.onEnqueue = fn }
 
 // BatchEvents makes the events recorded on tx from now on (InsertEvent) wait until fn
-// returns, and then be inserted together with their deliveries: in one statement on
-// PostgreSQL and two on SQLite however many there are (issue 20: a call's end records
-// conversation.ended and its final transcript). Their ids and times are given at once; they
-// cannot be read on tx, and an error of theirs is the commit's.
+// returns, and then be inserted together as InsertEvents does (issue 20: a call's end records
+// conversation.ended and its final transcript): on SQLite two statements for them all instead
+// of two each. PostgreSQL records each event with its receivers' read in one statement
+// already; there it changes nothing. A batched event's id and time are given as it is
+// inserted (InsertEvent returns it without); it cannot be read on tx, and an error in it is
+// the commit's.
 func (tx *Tx) BatchEvents() {
-	if tx.batched == nil {
+	if tx.batched == nil && tx.s.d.name != Postgres {
 		tx.batched = new([]Event)
 	}
 }
