@@ -101,8 +101,9 @@ func TestTakeInboundRefusals(t *testing.T) {
 }
 
 // TestInboundCallStoreWork (issue 20): one inbound call's control-plane work costs at most a
-// budget of statements and transactions (on SQLite 3 and 18; 4 and 20 when its answer and its
-// greeting happen to be stored apart), and stores everything it did before: the call
+// budget of statements and transactions (on SQLite 3 and 18 when its ringing, answer and
+// greeting are stored together, as they mostly are; at worst, each stored apart, 5 and 22;
+// before issue 20 it was 7 and 40), and stores everything it did before: the call
 // ringing, then started (with conversation.started), its greeting with a transcript batch, its
 // end with the outcome, the charge in four parts, the hold dropped, conversation.ended and
 // the final transcript, and its recording.
@@ -113,8 +114,8 @@ func TestInboundCallStoreWork(t *testing.T) {
 	ir.count.take()
 	id := ir.call(t)
 	txs, stmts, ops := ir.count.take()
-	if txs > 4 || stmts > 20 {
-		t.Errorf("one call: %d transactions and %d statements, want at most 4 and 20: %v", txs, stmts, ops)
+	if txs > 5 || stmts > 22 {
+		t.Errorf("one call: %d transactions and %d statements, want at most 5 and 22: %v", txs, stmts, ops)
 	}
 	c := ir.get(id)
 	if c.Status != store.ConvEnded || c.EndReason != string(session.EndCallerHungUp) || c.RingingAt == nil || c.StartedAt == nil ||
