@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,16 +30,21 @@ func NeedsAnalysis(def *agentdef.Definition) bool {
 
 // enqueueAnalysis queues the post-call analysis of an ended conversation on tx, the
 // transaction that stores its end, when its agent asks for one.
-func (rt *Runtime) enqueueAnalysis(ctx context.Context, tx *store.Tx, c store.Conversation) error {
-	ag, err := tx.GetAgent(ctx, c.AgentID)
-	if err != nil {
-		return nil // a deleted agent: nothing to analyze with
+// def is the definition the conversation ran with, when the caller has it; nil: it is read.
+func (rt *Runtime) enqueueAnalysis(ctx context.Context, tx *store.Tx, c store.Conversation, def *agentdef.Definition) error {
+	if def == nil {
+		ag, err := tx.GetAgent(ctx, c.AgentID)
+		if err != nil {
+			return nil // a deleted agent: nothing to analyze with
+		}
+		if def, err = LoadDefinition(ctx, tx.Queries, ag, c.AgentVersion); err != nil {
+			return nil
+		}
 	}
-	def, err := LoadDefinition(ctx, tx.Queries, ag, c.AgentVersion)
-	if err != nil || !NeedsAnalysis(def) {
+	if !NeedsAnalysis(def) {
 		return nil
 	}
-	_, _, err = tx.EnqueueJob(ctx, store.NewJob{Kind: AnalyzeJobKind, Payload: []byte(fmt.Sprintf(`{"conversation_id":%q}`, c.ID)), MaxAttempts: 5})
+	_, _, err := tx.EnqueueJob(ctx, store.NewJob{Kind: AnalyzeJobKind, Payload: []byte(fmt.Sprintf(`{"conversation_id":%q}`, c.ID)), MaxAttempts: 5})
 	return err
 }
 
@@ -79,21 +85,19 @@ func (rt *Runtime) ChargeLLM(ctx context.Context, tx *store.Tx, c store.Conversa
 	return err
 }
 
-// setStatus stores a move of a conversation's status, and with the move to in_progress the
-// conversation.started event, in one transaction.
-func (rt *Runtime) setStatus(ctx context.Context, c store.Conversation, status string, at time.Time) error {
-	return rt.store.Tx(ctx, func(tx *store.Tx) error {
-		moved, err := tx.SetConversationStatus(ctx, c.ID, status, at)
-		if err != nil || !moved || status != store.ConvInProgress {
-			return err
-		}
-		now, err := tx.GetConversation(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		_, err = events.Emit(ctx, tx, events.Of(events.ConversationStarted, now), events.ConversationOf(now))
+// statusTx stores a move of a conversation's status on tx, and with the move to in_progress
+// the conversation.started event.
+func statusTx(ctx context.Context, tx *store.Tx, c store.Conversation, status string, at time.Time) error {
+	if status != store.ConvInProgress {
+		_, err := tx.SetConversationStatus(ctx, c.ID, status, at)
 		return err
-	})
+	}
+	now, moved, err := tx.SetConversationStatusGet(ctx, c.ID, status, at)
+	if err != nil || !moved {
+		return err
+	}
+	_, err = events.Emit(ctx, tx, events.Of(events.ConversationStarted, now), events.ConversationOf(now))
+	return err
 }
 
 // transcriptBatchEvery is how often conversation.transcript carries the lines stored since
@@ -109,13 +113,12 @@ type transcriptBatcher struct {
 	timer *time.Timer
 }
 
-func (b *transcriptBatcher) add(rows []store.ConversationLine) { b.held = append(b.held, rows...) }
-
-// flush records the held lines as one event when a second has passed since the last, or when
-// the conversation ends; otherwise it makes sure the persister looks again in time.
-func (b *transcriptBatcher) flush(ctx context.Context, p *persister, ending bool) error {
-	if len(b.held) == 0 {
-		return nil
+// due reports whether the held lines, with more new ones, go out as one event now: a second
+// has passed since the last, or the conversation ends. When they wait, it makes sure the
+// persister looks again in time. The caller stores the event and then calls sent or held.
+func (b *transcriptBatcher) due(p *persister, more int, ending bool) bool {
+	if len(b.held)+more == 0 {
+		return false
 	}
 	if wait := transcriptBatchEvery - time.Since(b.last); wait > 0 && !ending {
 		p.mu.Lock()
@@ -128,14 +131,26 @@ func (b *transcriptBatcher) flush(ctx context.Context, p *persister, ending bool
 			})
 		}
 		p.mu.Unlock()
-		return nil
+		return false
 	}
-	err := p.rt.store.Tx(ctx, func(tx *store.Tx) error { return transcriptBatch(ctx, tx, p.conv, b.held) })
-	if err != nil {
-		return err
+	return true
+}
+
+// batch is the held lines followed by rows, the lines of the event due.
+func (b *transcriptBatcher) batch(rows []store.ConversationLine) []store.ConversationLine {
+	if len(b.held) == 0 {
+		return rows
 	}
-	b.held, b.last = nil, time.Now()
-	return nil
+	return append(slices.Clip(b.held), rows...)
+}
+
+// stored records that rows were stored, and sent in an event (with the held lines) or held.
+func (b *transcriptBatcher) stored(rows []store.ConversationLine, sent bool) {
+	if sent {
+		b.held, b.last = nil, time.Now()
+		return
+	}
+	b.held = append(b.held, rows...)
 }
 
 // transcriptBatch records conversation.transcript carrying lines (final false): a voice
@@ -146,14 +161,33 @@ func transcriptBatch(ctx context.Context, tx *store.Tx, c store.Conversation, li
 	return err
 }
 
+// wholeTranscript reports whether lines are seq 1 to last, each once, in order.
+func wholeTranscript(lines []store.ConversationLine, last int64) bool {
+	if int64(len(lines)) != last || lines == nil && last > 0 {
+		return false
+	}
+	for i, l := range lines {
+		if l.Seq != int64(i+1) {
+			return false
+		}
+	}
+	return true
+}
+
 // finalTranscript records, with a conversation's end, conversation.transcript carrying the
 // whole transcript (final true).
-func (rt *Runtime) finalTranscript(ctx context.Context, tx *store.Tx, c store.Conversation) error {
-	lines, err := tx.AllLines(ctx, c.ID)
-	if err != nil {
-		return err
+// known are the lines the caller stored, used when they are the whole transcript (seq 1 to
+// the conversation's last, issue 20); otherwise the lines are read.
+func (rt *Runtime) finalTranscript(ctx context.Context, tx *store.Tx, c store.Conversation, known []store.ConversationLine) error {
+	lines := known
+	if !wholeTranscript(known, c.LastSeq) {
+		all, err := tx.AllLines(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		lines = all
 	}
-	_, err = events.Emit(ctx, tx, events.Of(events.ConversationTranscript, c),
+	_, err := events.Emit(ctx, tx, events.Of(events.ConversationTranscript, c),
 		events.TranscriptData{Object: "conversation_transcript", ConversationID: string(c.ID), Final: true, Lines: events.LinesOf(lines)})
 	return err
 }

@@ -343,7 +343,7 @@ func (rt *Runtime) saveChat(l *chatLease, sess *session.Conversation, sink *chat
 		if ended == "" {
 			return nil
 		}
-		return rt.endTx(ctx, tx, l.conv, ended, chatEndCost(l.conv, cost, now), nil, "", store.CallOutcome{})
+		return rt.endTx(ctx, tx, l.conv, ended, chatEndCost(l.conv, cost, now), nil, "", store.CallOutcome{}, nil)
 	})
 	if err != nil {
 		return err
@@ -373,7 +373,7 @@ func (rt *Runtime) endChat(ctx context.Context, l *chatLease, reason session.End
 		_ = json.Unmarshal(l.st.Cost, &cost)
 	}
 	err := rt.store.Tx(ctx, func(tx *store.Tx) error {
-		if err := rt.endTx(ctx, tx, l.conv, reason, chatEndCost(l.conv, cost, rt.now()), nil, "", store.CallOutcome{}); err != nil {
+		if err := rt.endTx(ctx, tx, l.conv, reason, chatEndCost(l.conv, cost, rt.now()), nil, "", store.CallOutcome{}, nil); err != nil {
 			return err
 		}
 		return tx.ReleaseChatLease(ctx, l.conv.ID, l.holder)

@@ -41,14 +41,14 @@ func storeKinds(t *testing.T) []struct {
 		out = append(out, struct {
 			name string
 			opts func(t *testing.T) store.Options
-		}{"postgres", pgOptions})
+		}{"postgres", func(t *testing.T) store.Options { return pgOptions(t) }})
 	}
 	return out
 }
 
 // pgOptions makes a PostgreSQL schema for t (dropped when it ends) and returns the options of
 // a store in it.
-func pgOptions(t *testing.T) store.Options {
+func pgOptions(t testing.TB) store.Options {
 	t.Helper()
 	base := testenv.PostgresURL(t)
 	admin, err := sql.Open("pgx", base)

@@ -99,12 +99,13 @@ func (rt *Runtime) endForCredit(l *live) {
 // chargeParts charges a live conversation's cost on tx, one credit transaction per part, and
 // drops its credit hold.
 func (rt *Runtime) chargeParts(ctx context.Context, tx *store.Tx, c store.Conversation, cost session.Cost) error {
-	for _, part := range rt.pricing.Parts(c.Channel, cost) {
-		_, _, err := tx.Credit().Record(ctx, store.CreditEntry{OrgID: c.OrgID, Kind: part.Kind, AmountMicros: -part.Micros,
-			Reason: part.Description, ConversationID: c.ID})
-		if err != nil {
-			return fmt.Errorf("charge %s: %w", part.Kind, err)
-		}
+	parts := rt.pricing.Parts(c.Channel, cost)
+	entries := make([]store.CreditEntry, len(parts))
+	for i, part := range parts {
+		entries[i] = store.CreditEntry{OrgID: c.OrgID, Kind: part.Kind, AmountMicros: -part.Micros, Reason: part.Description, ConversationID: c.ID}
+	}
+	if err := tx.Credit().RecordAll(ctx, entries); err != nil { // issue 20: the parts in two statements
+		return fmt.Errorf("charge: %w", err)
 	}
 	return tx.Credit().Release(ctx, c.ID)
 }

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/parley-voice/parley/control/app/billing"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
@@ -83,6 +82,9 @@ type InboundPlan struct {
 	TransferAllow []string
 }
 
+// inboundRingingWait is how long an inbound call's ringing waits to be stored with its answer.
+const inboundRingingWait = 250 * time.Millisecond
+
 // TakeInbound decides whether the runtime takes an inbound call, and how: the agent assigned
 // to the called number takes it, in a live conversation run on this node, when it is
 // published, inbound and takes the phone channel, its project is not frozen, and its
@@ -93,42 +95,33 @@ func (rt *Runtime) TakeInbound(ctx context.Context, in InboundCall, maxCalls int
 }
 
 func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls int) (InboundPlan, error) {
-	n, err := rt.store.FindPhoneNumber(ctx, in.To)
-	if errors.Is(err, store.ErrNotFound) {
+	// issue 20: the number, its agent (of the number's organization, not deleted), the
+	// project, the organization and its credit held, in one statement.
+	route, err := rt.store.InboundRoute(ctx, in.To, rt.now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return InboundPlan{}, &Refusal{Reason: RefuseUnknownNumber, Number: in.To}
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrNoAgent):
+		return InboundPlan{}, &Refusal{Reason: RefuseNoAgent, Number: in.To}
+	case err != nil:
 		return InboundPlan{}, err
 	}
-	if n.AgentID == "" {
+	n, ag, org := route.Number, route.Agent, route.Org
+	if ag.Status != store.AgentPublished || !slices.Contains(ag.Channels, store.ChannelPhone) {
 		return InboundPlan{}, &Refusal{Reason: RefuseNoAgent, Number: in.To}
-	}
-	ag, err := rt.store.SystemAgents().Get(ctx, n.AgentID) // SIP routing: the number names the agent, in any organization
-	if errors.Is(err, store.ErrNotFound) || err == nil && (ag.Status != store.AgentPublished || !slices.Contains(ag.Channels, store.ChannelPhone)) {
-		return InboundPlan{}, &Refusal{Reason: RefuseNoAgent, Number: in.To}
-	}
-	if err != nil {
-		return InboundPlan{}, err
 	}
 	if ag.Direction != "inbound" {
 		return InboundPlan{}, &Refusal{Reason: RefuseAgentOutboundOnly, Number: in.To}
 	}
-	pr, err := rt.store.GetProject(ctx, ag.ProjectID)
-	if err != nil {
-		return InboundPlan{}, err
-	}
-	if pr.Frozen {
+	if route.Project.Frozen {
 		return InboundPlan{}, &Refusal{Reason: RefuseProjectFrozen, Number: in.To}
-	}
-	org, err := rt.store.GetOrg(ctx, ag.OrgID)
-	if err != nil {
-		return InboundPlan{}, err
 	}
 	if org.Frozen {
 		return InboundPlan{}, &Refusal{Reason: RefuseOrgFrozen, Number: in.To}
 	}
-	// What can still be spent: the balance less what calls in progress have reserved.
-	if err := billing.CheckCanSpend(ctx, rt.store.Queries, org.ID, time.Now()); err != nil {
+	// What can still be spent: the balance less what calls in progress have reserved (as
+	// billing.CheckCanSpend reckons it).
+	if org.CreditMicros-route.ReservedMicros <= 0 {
 		return InboundPlan{}, &Refusal{Reason: RefuseNoCredit, Number: in.To}
 	}
 	def, err := LoadDefinition(ctx, rt.store.Queries, ag, 0)
@@ -142,7 +135,8 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 	}
 	c := store.Conversation{ID: store.NewConversationID(), OrgID: ag.OrgID, ProjectID: ag.ProjectID, AgentID: ag.ID,
 		Channel: store.ChannelPhone, Direction: "inbound", Mode: store.ModeLive, Status: store.ConvPending, Language: def.Agent.Language,
-		FromNumber: in.From, ToNumber: n.Number, PhoneNumberID: n.ID}
+		FromNumber: in.From, ToNumber: n.Number, PhoneNumberID: n.ID,
+		OwnerNode: rt.o.NodeID} // this node runs it (register takes its ownership on the bus)
 	if err := rt.AcquireCallSlot(ctx, org.ID, c.ID, maxCalls); errors.Is(err, ErrTooMany) {
 		return InboundPlan{}, &Refusal{Reason: RefuseOverLimit, Number: in.To, RetryAfter: 5 * time.Second}
 	} else if err != nil {
@@ -158,6 +152,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 		_ = rt.storeEnd(context.WithoutCancel(ctx), c, session.EndFailed, session.Cost{}, nil, "", store.CallOutcome{})
 		return InboundPlan{}, fmt.Errorf("runtime: take the inbound call: %w", err)
 	}
+	l.p.setDefinition(def)
 	var rec atomic.Pointer[media.Recorder]
 	return InboundPlan{
 		ID: string(c.ID),
@@ -166,7 +161,7 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 			if rt.o.WebCalls != nil {
 				sink = rt.o.WebCalls.Sink(string(c.ID), l.p)
 			}
-			sess, err := rt.build(ctx, c, true, sink)
+			sess, err := rt.buildFrom(ctx, c, def, true, sink) // the definition routed, not read again
 			if err != nil {
 				return nil, err
 			}
@@ -178,8 +173,8 @@ func (rt *Runtime) routeInbound(ctx context.Context, in InboundCall, maxCalls in
 		},
 		OnEvent: func(ev CallEvent) {
 			switch ev.Kind {
-			case CallRinging:
-				l.p.status(store.ConvRinging)
+			case CallRinging: // the 180 sent; the answer normally follows at once
+				l.p.statusSoon(store.ConvRinging, inboundRingingWait)
 			case CallInProgress:
 				l.p.status(store.ConvInProgress)
 				if sess := l.engine(); sess != nil && rt.o.WebCalls != nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/llm"
@@ -140,6 +141,11 @@ func (rt *Runtime) build(ctx context.Context, c store.Conversation, voice bool, 
 	if err != nil {
 		return nil, err
 	}
+	return rt.buildFrom(ctx, c, def, voice, sink, tweaks...)
+}
+
+// buildFrom is build with the conversation's agent definition loaded already.
+func (rt *Runtime) buildFrom(ctx context.Context, c store.Conversation, def *agentdef.Definition, voice bool, sink session.Sink, tweaks ...func(*session.Agent)) (*session.Conversation, error) {
 	vars := map[string]any{}
 	if len(c.Variables) > 0 {
 		if err := json.Unmarshal(c.Variables, &vars); err != nil {

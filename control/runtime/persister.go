@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-voice/parley/control/agentdef"
 	"github.com/parley-voice/parley/control/app/events"
 	"github.com/parley-voice/parley/control/store"
 	"github.com/parley-voice/parley/session"
@@ -38,7 +39,20 @@ type persister struct {
 	recording string
 	callOut   store.CallOutcome // how the call leg ended (SIP status, Q.850 cause, detail)
 	ending    bool
-	statuses  []statusChange // status moves not stored yet, in order
+	statuses  []statusChange       // status moves not stored yet, in order
+	def       *agentdef.Definition // the definition the conversation runs with, when known (for the end)
+
+	// kept are the lines stored, while they are few and the whole transcript (keptAll), for
+	// the final conversation.transcript; used by the worker only.
+	kept    []store.ConversationLine
+	keptAll bool
+
+	// recWaiting: a recording is being made, to be named with the end (recordingDone);
+	// recSince is when the end began to wait for it; endTaken says the end was taken to be
+	// stored (a recording closed later is named on its own).
+	recWaiting bool
+	recSince   time.Time
+	endTaken   bool
 
 	ctx      context.Context // set by start; nil before
 	onDone   func()
@@ -54,7 +68,26 @@ type persister struct {
 }
 
 func newPersister(rt *Runtime, conv store.Conversation) *persister {
-	return &persister{rt: rt, conv: conv, next: conv.LastSeq + 1, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &persister{rt: rt, conv: conv, next: conv.LastSeq + 1, keptAll: conv.LastSeq == 0, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// maxKeptLines bounds the lines a persister keeps for the final transcript; a longer
+// conversation's are read back at its end.
+const maxKeptLines = 32
+
+// keep records rows as stored, in the form the store gives them back.
+func (p *persister) keep(rows []store.ConversationLine) {
+	if !p.keptAll {
+		return
+	}
+	if len(p.kept)+len(rows) > maxKeptLines {
+		p.kept, p.keptAll = nil, false
+		return
+	}
+	for _, r := range rows {
+		r.Start, r.End = r.Start.UTC().Truncate(time.Microsecond), r.End.UTC().Truncate(time.Microsecond)
+		p.kept = append(p.kept, r)
+	}
 }
 
 // signal says there is something to store: it starts a worker unless one runs (then it
@@ -151,10 +184,46 @@ func (p *persister) status(s string) {
 	}
 }
 
-// setRecording names the recording file stored with the end.
-func (p *persister) setRecording(path string) {
+// statusSoon queues a move of the conversation's status like status, but lets it wait up to
+// d for what comes next, so that a move followed at once by another (an inbound call rings
+// for an instant before it is answered) is stored with it, in one transaction (issue 20). The
+// move keeps its time.
+func (p *persister) statusSoon(s string, d time.Duration) {
 	p.mu.Lock()
-	p.recording = path
+	p.statuses = append(p.statuses, statusChange{s, time.Now()})
+	p.mu.Unlock()
+	time.AfterFunc(d, p.signal)
+}
+
+// recordingWait bounds how long a conversation's end waits for its recording to be closed.
+const recordingWait = time.Second
+
+// recordingStarted says a recording is being made: the end waits for recordingDone.
+func (p *persister) recordingStarted() {
+	p.mu.Lock()
+	p.recWaiting = true
+	p.mu.Unlock()
+}
+
+// recordingDone names the closed recording path with the end, and reports whether it will be
+// (false: the end was stored or taken already; the caller names it).
+func (p *persister) recordingDone(path string) bool {
+	p.mu.Lock()
+	if p.endTaken || p.finished {
+		p.mu.Unlock()
+		return false
+	}
+	p.recording, p.recWaiting = path, false
+	p.mu.Unlock()
+	p.signal()
+	return true
+}
+
+// setDefinition records the definition the conversation runs with, so that its end need not
+// read it again.
+func (p *persister) setDefinition(def *agentdef.Definition) {
+	p.mu.Lock()
+	p.def = def
 	p.mu.Unlock()
 }
 
@@ -171,6 +240,9 @@ func (p *persister) work() {
 		if p.ctx.Err() != nil {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 2*time.Second)
 			p.end(session.EndShutdown, session.Cost{})
+			p.mu.Lock()
+			p.recWaiting = false // the end is stored now; the recording is named on its own
+			p.mu.Unlock()
 			p.flush(fctx)
 			cancel()
 			p.finish()
@@ -220,22 +292,12 @@ func (p *persister) finish() {
 	}
 }
 
-// flush stores the lines that are ready and, once every line is stored, the end. It reports
-// whether the end is stored.
+// flush stores, in one transaction, the status moves queued, the lines that are ready (with
+// their conversation.transcript batch when one is due) and, once every line and move is
+// stored, the end. It reports whether the end is stored.
 func (p *persister) flush(ctx context.Context) (bool, error) {
 	p.mu.Lock()
-	statuses := p.statuses
-	p.mu.Unlock()
-	for i, sc := range statuses {
-		if err := p.rt.setStatus(ctx, p.conv, sc.status, sc.at); err != nil { // issue 14: with conversation.started
-			p.mu.Lock()
-			p.statuses = p.statuses[i:]
-			p.mu.Unlock()
-			return false, err
-		}
-	}
-	p.mu.Lock()
-	p.statuses = p.statuses[len(statuses):]
+	statuses := slices.Clone(p.statuses)
 	slices.SortFunc(p.queue, func(a, b session.Line) int { return int(a.Seq - b.Seq) })
 	var ready []session.Line
 	i := 0
@@ -261,38 +323,84 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 			ready = slices.Clone(p.queue)
 		}
 	}
+	// The end goes last: after every line, and after every status move (a call answered an
+	// instant before it ended has started).
 	ending := p.ending && len(p.queue) == len(ready)
+	if ending && p.recWaiting {
+		// The recording is closed once the engine stops, an instant after its end: the end
+		// waits for it (not for ever), to be stored with its name (issue 20).
+		if p.recSince.IsZero() {
+			p.recSince = time.Now()
+			time.AfterFunc(recordingWait, p.signal)
+		}
+		ending = time.Since(p.recSince) >= recordingWait
+	}
+	p.endTaken = p.endTaken || ending
 	reason, cost, turns, recording, out := p.endReason, p.cost, slices.Clone(p.turns), p.recording, p.callOut
+	known := endKnown{def: p.def}
 	p.mu.Unlock()
 
-	if len(ready) > 0 {
-		rows := make([]store.ConversationLine, len(ready))
-		for i, l := range ready {
-			rows[i] = lineRow(l)
-		}
-		err := p.rt.store.AppendLines(ctx, p.conv.ID, rows)
-		if errors.Is(err, store.ErrConflict) {
-			err = p.appendOneByOne(ctx, rows) // stored by an earlier try whose answer was lost
-		}
-		if err != nil {
-			return false, err
-		}
-		top := ready[len(ready)-1].Seq
-		p.mu.Lock()
-		p.next, p.gapSince = top+1, time.Time{}
-		p.queue = p.queue[len(ready):]
-		p.mu.Unlock()
-		p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: top})
-		p.transcript.add(rows) // issue 14: conversation.transcript batches
+	rows := make([]store.ConversationLine, len(ready))
+	for i, l := range ready {
+		rows[i] = lineRow(l)
 	}
-	if err := p.transcript.flush(ctx, p, ending); err != nil {
+	batch := p.transcript.due(p, len(rows), ending)
+	if ending && p.keptAll {
+		known.lines = append(slices.Clip(p.kept), rows...)
+	}
+	if len(statuses) == 0 && len(rows) == 0 && !batch && !ending {
+		return false, nil
+	}
+	linesStored := false
+	write := func(tx *store.Tx) error {
+		tx.BatchEvents() // issue 20: the flush's events in one statement
+		for _, sc := range statuses {
+			if err := statusTx(ctx, tx, p.conv, sc.status, sc.at); err != nil { // issue 14: with conversation.started
+				return err
+			}
+		}
+		if len(rows) > 0 && !linesStored {
+			if err := tx.AppendLines(ctx, p.conv.ID, rows); err != nil {
+				return err
+			}
+		}
+		if batch { // issue 14: conversation.transcript batches
+			if err := transcriptBatch(ctx, tx, p.conv, p.transcript.batch(rows)); err != nil {
+				return err
+			}
+		}
+		if ending {
+			return p.rt.endTx(ctx, tx, p.conv, reason, cost, turns, recording, out, &known)
+		}
+		return nil
+	}
+	err := p.rt.store.Tx(ctx, write)
+	if errors.Is(err, store.ErrConflict) && len(rows) > 0 {
+		// Lines stored by an earlier try whose answer was lost: store the others, then the rest.
+		if err = p.appendOneByOne(ctx, rows); err == nil {
+			linesStored = true
+			err = p.rt.store.Tx(ctx, write)
+		}
+	}
+	if err != nil {
 		return false, err
+	}
+	p.mu.Lock()
+	p.statuses = p.statuses[len(statuses):]
+	if len(ready) > 0 {
+		p.next, p.gapSince = ready[len(ready)-1].Seq+1, time.Time{}
+		p.queue = p.queue[len(ready):]
+	}
+	p.mu.Unlock()
+	if len(rows) > 0 {
+		p.keep(rows)
+		p.transcript.stored(rows, batch)
+		p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: ready[len(ready)-1].Seq})
+	} else if batch {
+		p.transcript.stored(nil, true)
 	}
 	if !ending {
 		return false, nil
-	}
-	if err := p.rt.storeEnd(ctx, p.conv, reason, cost, turns, recording, out); err != nil {
-		return false, err
 	}
 	p.rt.hub.notify(ctx, linesNote{ID: p.conv.ID, Seq: p.next - 1, Ended: true})
 	return true, nil
@@ -324,11 +432,23 @@ func lineRow(l session.Line) store.ConversationLine {
 // storeEnd records a conversation's end in one transaction: the end itself, the charge for a
 // live conversation, and the conversation.ended event. An end stored already is left alone.
 func (rt *Runtime) storeEnd(ctx context.Context, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome) error {
-	return rt.store.Tx(ctx, func(tx *store.Tx) error { return rt.endTx(ctx, tx, c, reason, cost, turns, recording, out) })
+	return rt.store.Tx(ctx, func(tx *store.Tx) error {
+		tx.BatchEvents() // conversation.ended and the final transcript in one statement
+		return rt.endTx(ctx, tx, c, reason, cost, turns, recording, out, nil)
+	})
 }
 
-// endTx is storeEnd inside tx (a chat's last message stores its end with its lines).
-func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome) error {
+// endKnown is what the caller of endTx knows of the conversation already, so that it is not
+// read again (issue 20): the definition it ran with, and its stored lines (when they are the
+// whole transcript, seq 1 on without a gap).
+type endKnown struct {
+	def   *agentdef.Definition
+	lines []store.ConversationLine
+}
+
+// endTx is storeEnd inside tx (a chat's last message stores its end with its lines). known
+// may be nil.
+func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation, reason session.EndReason, cost session.Cost, turns []session.TurnMetrics, recording string, out store.CallOutcome, known *endKnown) error {
 	if turns == nil {
 		turns = []session.TurnMetrics{}
 	}
@@ -344,7 +464,7 @@ func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation
 	if c.Mode == store.ModeLive {
 		micros = rt.pricing.Micros(c.Channel, cost)
 	}
-	ok, err := tx.EndConversation(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: rt.now(), Turns: tb, Cost: cb, CostMicros: micros, Recording: recording, Outcome: out})
+	ended, ok, err := tx.EndConversationGet(ctx, c.ID, store.ConversationEnd{Reason: string(reason), At: rt.now(), Turns: tb, Cost: cb, CostMicros: micros, Recording: recording, Outcome: out})
 	if err != nil || !ok {
 		return err
 	}
@@ -353,10 +473,6 @@ func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation
 			return err
 		}
 	}
-	ended, err := tx.GetConversation(ctx, c.ID)
-	if err != nil {
-		return err
-	}
 	data, _ := json.Marshal(EventData(ended))
 	_, err = tx.InsertEvent(ctx, store.Event{OrgID: c.OrgID, ProjectID: c.ProjectID, Mode: c.Mode, Type: "conversation.ended",
 		ConversationID: c.ID, AgentID: c.AgentID, Data: data})
@@ -364,10 +480,13 @@ func (rt *Runtime) endTx(ctx context.Context, tx *store.Tx, c store.Conversation
 		return err
 	}
 	// issue 14: the whole transcript, and the post-call analysis, with the end.
-	if err := rt.finalTranscript(ctx, tx, ended); err != nil {
+	if known == nil {
+		known = &endKnown{}
+	}
+	if err := rt.finalTranscript(ctx, tx, ended, known.lines); err != nil {
 		return err
 	}
-	return rt.enqueueAnalysis(ctx, tx, ended)
+	return rt.enqueueAnalysis(ctx, tx, ended, known.def)
 }
 
 // EventData is the data of a conversation event: the conversation as it is (issue 14: one

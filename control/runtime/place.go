@@ -253,7 +253,7 @@ func (rt *Runtime) dial(l *live, req PlaceRequest) error {
 }
 
 // startRecording records a voice conversation into <data>/recordings/<id>.wav; the file is
-// named on the conversation once it is complete. It returns nil when recording is impossible
+// named on the conversation once it is complete, with its end when it is closed in time. It returns nil when recording is impossible
 // (the call goes on without).
 func (rt *Runtime) startRecording(l *live, sess *session.Conversation) *media.Recorder {
 	if rt.o.DataDir == "" || rt.o.NoRecording {
@@ -271,12 +271,16 @@ func (rt *Runtime) startRecording(l *live, sess *session.Conversation) *media.Re
 		return nil
 	}
 	sess.AddTap(session.HoldRecorder{Rec: rec}) // paused while the call is on hold
+	l.p.recordingStarted()
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
 		<-sess.Done()
 		if err := rec.Close(); err != nil {
 			rt.log.Warn("recording: incomplete", "conversation", l.conv.ID, "err", err)
+		}
+		if l.p.recordingDone(rel) {
+			return // named with the end (issue 20)
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), 5*time.Second)
 		defer cancel()

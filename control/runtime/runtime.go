@@ -327,7 +327,7 @@ func (rt *Runtime) register(ctx context.Context, conv store.Conversation) (*live
 	if err == nil && !ok {
 		err = fmt.Errorf("runtime: conversation %s is live on another node", conv.ID)
 	}
-	if err == nil {
+	if err == nil && conv.OwnerNode != rt.o.NodeID { // issue 20: an inbound call is created owned
 		err = rt.store.SetConversationOwner(ctx, conv.ID, rt.o.NodeID)
 	}
 	if err != nil {

@@ -82,10 +82,14 @@ const agentCols = `id, org_id, project_id, name, description, kind, direction, s
 
 func scanAgent(r rowScanner) (Agent, error) {
 	var a Agent
-	err := r.Scan(&a.ID, &a.OrgID, &a.ProjectID, &a.Name, &a.Description, &a.Kind, &a.Direction, &a.Status,
-		jsonCol{&a.Channels}, jsonCol{&a.Definition}, &a.Version, nullTimeCol{&a.PublishedAt},
-		timeCol{&a.CreatedAt}, timeCol{&a.UpdatedAt}, nullTimeCol{&a.DeletedAt}, nullTimeCol{&a.PurgesAt})
+	err := r.Scan(agentDest(&a)...)
 	return a, err
+}
+
+func agentDest(a *Agent) []any {
+	return []any{&a.ID, &a.OrgID, &a.ProjectID, &a.Name, &a.Description, &a.Kind, &a.Direction, &a.Status,
+		jsonCol{&a.Channels}, jsonCol{&a.Definition}, &a.Version, nullTimeCol{&a.PublishedAt},
+		timeCol{&a.CreatedAt}, timeCol{&a.UpdatedAt}, nullTimeCol{&a.DeletedAt}, nullTimeCol{&a.PurgesAt}}
 }
 
 // nameKey is how names are compared for uniqueness.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -325,6 +326,18 @@ func (q *Queries) ListConversations(ctx context.Context, f ConversationFilter) (
 // stamps the moment. A move backwards, or any move of an ended conversation, changes nothing
 // and reports false.
 func (q *Queries) SetConversationStatus(ctx context.Context, id ConversationID, status string, at time.Time) (bool, error) {
+	return q.setConversationStatus(ctx, id, status, at, nil)
+}
+
+// SetConversationStatusGet is SetConversationStatus that also returns the conversation as
+// moved (the zero Conversation when it did not move).
+func (q *Queries) SetConversationStatusGet(ctx context.Context, id ConversationID, status string, at time.Time) (Conversation, bool, error) {
+	var c Conversation
+	ok, err := q.setConversationStatus(ctx, id, status, at, &c)
+	return c, ok, err
+}
+
+func (q *Queries) setConversationStatus(ctx context.Context, id ConversationID, status string, at time.Time, moved *Conversation) (bool, error) {
 	rank, ok := convRank[status]
 	if !ok || status == ConvEnded || status == ConvPending {
 		return false, fmt.Errorf("store: %w: status %q (end a conversation with EndConversation)", ErrInvalid, status)
@@ -340,9 +353,12 @@ func (q *Queries) SetConversationStatus(ctx context.Context, id ConversationID, 
 		}
 	}
 	slices.Sort(lower)
-	res, err := q.exec(ctx, "set conversation status",
-		`UPDATE conversations SET status = $2, `+col+` = $3, updated_at = $3 WHERE id = $1 AND status IN (`+strings.Join(lower, ", ")+`)`,
-		string(id), status, ts(normTime(at)))
+	query := `UPDATE conversations SET status = $2, ` + col + ` = $3, updated_at = $3 WHERE id = $1 AND status IN (` + strings.Join(lower, ", ") + `)`
+	args := []any{string(id), status, ts(normTime(at))}
+	if moved != nil { // issue 20: the conversation as moved, in the same statement
+		return q.updateConversation(ctx, "set conversation status", query, args, moved)
+	}
+	res, err := q.exec(ctx, "set conversation status", query, args...)
 	if err != nil {
 		return false, err
 	}
@@ -364,6 +380,18 @@ type ConversationEnd struct {
 // EndConversation marks a conversation ended with its reason, turns and cost. It reports false
 // (and changes nothing) when it had ended already.
 func (q *Queries) EndConversation(ctx context.Context, id ConversationID, e ConversationEnd) (bool, error) {
+	return q.endConversation(ctx, id, e, nil)
+}
+
+// EndConversationGet is EndConversation that also returns the conversation as ended (the
+// zero Conversation when it had ended already).
+func (q *Queries) EndConversationGet(ctx context.Context, id ConversationID, e ConversationEnd) (Conversation, bool, error) {
+	var c Conversation
+	ok, err := q.endConversation(ctx, id, e, &c)
+	return c, ok, err
+}
+
+func (q *Queries) endConversation(ctx context.Context, id ConversationID, e ConversationEnd, ended *Conversation) (bool, error) {
 	if e.Reason == "" {
 		return false, fmt.Errorf("store: %w: an end needs a reason", ErrInvalid)
 	}
@@ -385,18 +413,31 @@ func (q *Queries) EndConversation(ctx context.Context, id ConversationID, e Conv
 		return false, fmt.Errorf("store: %w: SIP status %d or Q.850 cause %d out of range", ErrInvalid, o.SIPStatus, o.Q850Cause)
 	}
 	at := ts(normTime(e.At))
-	res, err := q.exec(ctx, "end conversation",
-		`UPDATE conversations SET status = 'ended', end_reason = $2, ended_at = $3, updated_at = $3,
+	const query = `UPDATE conversations SET status = 'ended', end_reason = $2, ended_at = $3, updated_at = $3,
 			turns = COALESCE($4, turns), cost = COALESCE($5, cost), cost_micros = $6, recording = COALESCE($7, recording),
 			end_sip_status = $8, end_q850_cause = $9, end_detail = $10
-		WHERE id = $1 AND status <> 'ended'`,
-		string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording),
-		nullInt(o.SIPStatus), nullInt(o.Q850Cause), nullText(truncateText(o.Detail, 300)))
+		WHERE id = $1 AND status <> 'ended'`
+	args := []any{string(id), e.Reason, at, turns, cost, e.CostMicros, nullText(e.Recording),
+		nullInt(o.SIPStatus), nullInt(o.Q850Cause), nullText(truncateText(o.Detail, 300))}
+	if ended != nil { // issue 20: the conversation as ended, in the same statement
+		return q.updateConversation(ctx, "end conversation", query, args, ended)
+	}
+	res, err := q.exec(ctx, "end conversation", query, args...)
 	if err != nil {
 		return false, err
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
+}
+
+// updateConversation runs an UPDATE of one conversation and scans the row it changed into c;
+// it reports false when no row changed.
+func (q *Queries) updateConversation(ctx context.Context, op, query string, args []any, c *Conversation) (bool, error) {
+	err := q.get(ctx, op, query+` RETURNING `+convCols, args, func(r rowScanner) (err error) { *c, err = scanConversation(r); return err })
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SetConversationOwner records the node that runs a conversation.

@@ -115,22 +115,76 @@ func (b *sel) between(col string, after, before time.Time) *sel {
 	return b
 }
 
+// checkCreditEntry refuses a credit change the ledger must not hold.
+func checkCreditEntry(e CreditEntry) error {
+	switch {
+	case !validID(e.OrgID):
+		return notFound("organization", e.OrgID)
+	case e.AmountMicros == 0:
+		return fmt.Errorf("store: %w: credit amount is zero", ErrInvalid)
+	case e.AmountMicros > maxCreditMicros || e.AmountMicros < -maxCreditMicros:
+		return fmt.Errorf("store: %w: credit amount %d micro-USD is out of range", ErrInvalid, e.AmountMicros)
+	case e.Reason == "" || len(e.Reason) > 500:
+		return fmt.Errorf("store: %w: a credit change needs a reason of 1 to 500 bytes", ErrInvalid)
+	case !slices.Contains(CreditKinds, e.Kind):
+		return fmt.Errorf("store: %w: unknown credit kind %q", ErrInvalid, e.Kind)
+	case e.ConversationID != "" && !validID(e.ConversationID):
+		return fmt.Errorf("store: %w: conversation %q is not a canonical UUID", ErrInvalid, e.ConversationID)
+	}
+	return nil
+}
+
+// RecordAll records several changes of one organization's credit, in order, as Record would
+// one after the other (issue 20: a call's charges with its end): the balance moves once, by
+// their sum, and each gets its transaction with the balance after it. It costs two statements
+// whatever their number.
+func (r Credit) RecordAll(ctx context.Context, es []CreditEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	var sum int64
+	for _, e := range es {
+		if err := checkCreditEntry(e); err != nil {
+			return err
+		}
+		if e.OrgID != es[0].OrgID {
+			return fmt.Errorf("store: %w: credit changes of several organizations", ErrInvalid)
+		}
+		sum += e.AmountMicros
+	}
+	if sum > maxCreditMicros || sum < -maxCreditMicros {
+		return fmt.Errorf("store: %w: credit amount %d micro-USD is out of range", ErrInvalid, sum)
+	}
+	return r.q.atomic(ctx, func(q *Queries) error {
+		now := q.s.timeNow()
+		var balance int64
+		err := q.get(ctx, "add credit", `UPDATE organizations SET credit_micros = credit_micros + $2, updated_at = $3 WHERE id = $1 RETURNING credit_micros`,
+			[]any{string(es[0].OrgID), sum, ts(now)}, func(r rowScanner) error { return r.Scan(&balance) })
+		if err != nil {
+			return err
+		}
+		balance -= sum // before the first
+		var sb strings.Builder
+		args := make([]any, 0, 8*len(es))
+		for i, e := range es {
+			balance += e.AmountMicros
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			n := len(args)
+			fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+			args = append(args, string(newID[CreditTxID]()), string(e.OrgID), string(e.Kind), e.AmountMicros, balance, e.Reason, nullText(e.ConversationID), ts(now))
+		}
+		_, err = q.exec(ctx, "record credit transactions", `INSERT INTO credit_transactions (`+creditTxCols+`) VALUES `+sb.String(), args...)
+		return err
+	})
+}
+
 // Record changes the organization's balance by e.AmountMicros and writes the transaction, in
 // one database transaction. It returns the organization as changed and the transaction.
 func (r Credit) Record(ctx context.Context, e CreditEntry) (Org, CreditTransaction, error) {
-	switch {
-	case !validID(e.OrgID):
-		return Org{}, CreditTransaction{}, notFound("organization", e.OrgID)
-	case e.AmountMicros == 0:
-		return Org{}, CreditTransaction{}, fmt.Errorf("store: %w: credit amount is zero", ErrInvalid)
-	case e.AmountMicros > maxCreditMicros || e.AmountMicros < -maxCreditMicros:
-		return Org{}, CreditTransaction{}, fmt.Errorf("store: %w: credit amount %d micro-USD is out of range", ErrInvalid, e.AmountMicros)
-	case e.Reason == "" || len(e.Reason) > 500:
-		return Org{}, CreditTransaction{}, fmt.Errorf("store: %w: a credit change needs a reason of 1 to 500 bytes", ErrInvalid)
-	case !slices.Contains(CreditKinds, e.Kind):
-		return Org{}, CreditTransaction{}, fmt.Errorf("store: %w: unknown credit kind %q", ErrInvalid, e.Kind)
-	case e.ConversationID != "" && !validID(e.ConversationID):
-		return Org{}, CreditTransaction{}, fmt.Errorf("store: %w: conversation %q is not a canonical UUID", ErrInvalid, e.ConversationID)
+	if err := checkCreditEntry(e); err != nil {
+		return Org{}, CreditTransaction{}, err
 	}
 	var (
 		o Org

@@ -43,6 +43,11 @@ func (q *Queries) InsertEvent(ctx context.Context, e Event) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	if q.batched != nil { // Tx.BatchEvents: inserted with the others as the Tx commits
+		e.Data = json.RawMessage(data)
+		*q.batched = append(*q.batched, e)
+		return e, nil
+	}
 	e.ID, e.Data, e.CreatedAt = newID[EventID](), json.RawMessage(data), q.s.timeNow()
 	args := []any{string(e.ID), string(e.OrgID), nullText(e.ProjectID), string(e.Mode), e.Type, nullText(e.ConversationID),
 		nullText(e.AgentID), data, ts(e.CreatedAt)}

@@ -64,9 +64,13 @@ const numberCols = `id, org_id, project_id, number, trunk, agent_id, label, assi
 
 func scanNumber(r rowScanner) (PhoneNumber, error) {
 	var n PhoneNumber
-	err := r.Scan(&n.ID, &n.OrgID, &n.ProjectID, &n.Number, nullTextCol[string]{&n.Trunk}, nullTextCol[AgentID]{&n.AgentID},
-		&n.Label, nullTimeCol{&n.AssignedAt}, timeCol{&n.CreatedAt}, timeCol{&n.UpdatedAt})
+	err := r.Scan(numberDest(&n)...)
 	return n, err
+}
+
+func numberDest(n *PhoneNumber) []any {
+	return []any{&n.ID, &n.OrgID, &n.ProjectID, &n.Number, nullTextCol[string]{&n.Trunk}, nullTextCol[AgentID]{&n.AgentID},
+		&n.Label, nullTimeCol{&n.AssignedAt}, timeCol{&n.CreatedAt}, timeCol{&n.UpdatedAt}}
 }
 
 func checkLabel(s string) error {

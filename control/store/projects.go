@@ -19,8 +19,12 @@ const projectCols = `id, org_id, name, frozen, created_at, updated_at`
 
 func scanProject(r rowScanner) (Project, error) {
 	var p Project
-	err := r.Scan(&p.ID, &p.OrgID, &p.Name, &p.Frozen, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt})
+	err := r.Scan(projectDest(&p)...)
 	return p, err
+}
+
+func projectDest(p *Project) []any {
+	return []any{&p.ID, &p.OrgID, &p.Name, &p.Frozen, timeCol{&p.CreatedAt}, timeCol{&p.UpdatedAt}}
 }
 
 // CreateProject creates a project in an organization. A name the organization already uses is

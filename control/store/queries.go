@@ -23,6 +23,9 @@ type Queries struct {
 	// Store.OnEnqueue); nil outside a Tx.
 	enqueued *[]string
 	sqlTx    *sql.Tx // the Tx's, for its prepared statements; nil outside a Tx
+	// batched holds the events a Tx records after BatchEvents, inserted as it commits; nil:
+	// events are inserted at once.
+	batched *[]Event
 }
 
 // execer is what *sql.DB and *sql.Tx have in common.
@@ -49,6 +52,7 @@ func (q *Queries) exec(ctx context.Context, op, query string, args ...any) (sql.
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
+	q.s.noteStatement(op)
 	query = q.s.d.rebind(query)
 	var res sql.Result
 	var err error
@@ -69,6 +73,7 @@ func (q *Queries) get(ctx context.Context, op, query string, args []any, scan fu
 	if err := q.ready(ctx); err != nil {
 		return err
 	}
+	q.s.noteStatement(op)
 	query = q.s.d.rebind(query)
 	var row *sql.Row
 	st, release := q.prepared(ctx, query)
@@ -92,6 +97,7 @@ func list[T any](ctx context.Context, q *Queries, op, query string, args []any, 
 	if err := q.ready(ctx); err != nil {
 		return nil, err
 	}
+	q.s.noteStatement(op)
 	query = q.s.d.rebind(query)
 	var rows *sql.Rows
 	var err error

@@ -66,7 +66,8 @@ type Store struct {
 	migrations []migration
 	migrated   atomic.Bool // the schema was found current once; later calls skip the check
 	onEnqueue  func(kind string)
-	stmts      stmtCache // SQLite's prepared statements
+	onStmt     func(op string) // OnStatement's; nil: not counted
+	stmts      stmtCache       // SQLite's prepared statements
 
 	closeOnce sync.Once
 	closeErr  error

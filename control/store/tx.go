@@ -61,6 +61,7 @@ func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
+	s.noteStatement(TxOp)
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("begin transaction", err)
@@ -79,6 +80,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 		}
 		return err
 	}
+	if tx.batched != nil && len(*tx.batched) > 0 {
+		batch := *tx.batched
+		tx.batched = nil // inserted now, not batched again
+		if _, err := tx.InsertEvents(ctx, batch); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return s.wrap("commit", err)
 	}
@@ -91,6 +100,34 @@ func (s *Store) tryTx(ctx context.Context, fn func(*Tx) error) (err error) {
 // records its webhook deliveries, say). It wakes the workers, so that work enqueued by any
 // change starts without waiting for a poll. fn must not block. Set it before use.
 func (s *Store) OnEnqueue(fn func(kind string)) { s.onEnqueue = fn }
+
+// BatchEvents makes the events recorded on tx from now on (InsertEvent) wait until fn
+// returns, and then be inserted together as InsertEvents does (issue 20: a call's end records
+// conversation.ended and its final transcript): on SQLite two statements for them all instead
+// of two each. PostgreSQL records each event with its receivers' read in one statement
+// already; there it changes nothing. A batched event's id and time are given as it is
+// inserted (InsertEvent returns it without); it cannot be read on tx, and an error in it is
+// the commit's.
+func (tx *Tx) BatchEvents() {
+	if tx.batched == nil && tx.s.d.name != Postgres {
+		tx.batched = new([]Event)
+	}
+}
+
+// TxOp is the op OnStatement's fn is told of a transaction begun.
+const TxOp = "transaction"
+
+// OnStatement sets fn to be told of every statement the repository runs (its op, such as
+// "insert event") and of every transaction begun (TxOp), on the caller's goroutine. It is for
+// tests and benchmarks that count a use case's round trips; fn must be cheap and safe for
+// concurrent use. Set it before use.
+func (s *Store) OnStatement(fn func(op string)) { s.onStmt = fn }
+
+func (s *Store) noteStatement(op string) {
+	if s.onStmt != nil {
+		s.onStmt(op)
+	}
+}
 
 // announce tells OnEnqueue's fn of each kind once.
 func (s *Store) announce(kinds ...string) {

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.Store) {
 		{"Conversations", testConversations},
 		{"ScheduledCallsScope", testScheduledCallsScope},
 		{"StartLookupsScope", testStartLookupsScope},
+		{"InboundRoute", testInboundRoute},     // issue 20
 		{"KnowledgeScope", testKnowledgeScope}, // issue 16
 		{"KnowledgeIndex", testKnowledgeIndex},
 		{"KnowledgeCommonTerms", testKnowledgeCommonTerms},
