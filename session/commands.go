@@ -144,3 +144,14 @@ func (c *Conversation) transfer(pc *pendingCommand) {
 		c.ChannelEnded(EndTransferred)
 	}()
 }
+
+func (c *Conversation) drainCommands() {
+	for {
+		select {
+		case pc := <-c.cmdCh:
+			pc.reply(CommandResult{Status: CommandFailed, Reason: "the conversation ended"})
+		default:
+			return
+		}
+	}
+}
