@@ -78,6 +78,13 @@ type Options struct {
 	// Clock paces the agent's audio out, shared with the other calls (no goroutine or timer per
 	// call). Nil: media.SharedClock().
 	Clock *media.Clock
+	// Now and NewTimer are the conversation's time: the timestamps of its transcript and turn
+	// metrics, and the timers of its turn-taking (endpointing, barge-in, silence timeout,
+	// filler, the keypad's inter-digit wait, the maximum duration). Nil: time.Now and
+	// time.NewTimer. Tests give a manual clock's (media/mediatest). The audio out is paced by
+	// Clock, not by these.
+	Now      func() time.Time
+	NewTimer func(d time.Duration) media.PacerTimer
 }
 
 // Conversation is one live conversation, voice or text. Its state is owned by one goroutine
@@ -98,6 +105,7 @@ type Conversation struct {
 	met     *Metrics
 	log     *slog.Logger
 	opts    Options
+	now     func() time.Time // the conversation's clock (Options.Now)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -218,11 +226,17 @@ func New(o Options) (*Conversation, error) {
 	if o.VADAggressiveness == 0 {
 		o.VADAggressiveness = 2
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewTimer == nil {
+		o.NewTimer = newSysTimer
+	}
 	doneCtx, doneCancel := context.WithCancel(context.Background())
 	c := &Conversation{
 		id: o.ID, agent: a, system: system, first: first,
 		llm: o.LLM, stt: o.STT, tts: o.TTS, tools: o.Tools, know: o.Knowledge, sink: o.Sink, met: o.Metrics, vendors: o.Vendors,
-		log: o.Log.With("conversation", o.ID), opts: o,
+		log: o.Log.With("conversation", o.ID), opts: o, now: o.Now,
 		done:    make(chan struct{}),
 		state:   StateListening,
 		doneCtx: doneCtx, doneCancel: doneCancel,
@@ -238,6 +252,9 @@ func New(o Options) (*Conversation, error) {
 		humanCh: make(chan string, 16),
 		cmdCh:   make(chan *pendingCommand, 32),
 		holdCh:  make(chan bool, 8),
+	}
+	for _, t := range c.loopTimers() {
+		t.newTimer = o.NewTimer
 	}
 	return c, nil
 }
@@ -274,7 +291,7 @@ func (c *Conversation) Cost() Cost {
 		k.STTSeconds = c.sttS.Stats().AudioSent.Seconds()
 	}
 	if !c.start.IsZero() {
-		k.CallSeconds = time.Since(c.start).Seconds()
+		k.CallSeconds = c.now().Sub(c.start).Seconds()
 	}
 	return k
 }
@@ -301,7 +318,7 @@ func (c *Conversation) StartVoice(ctx context.Context, port AudioPort) error {
 		return err
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.start = time.Now()
+	c.start = c.now()
 	c.port, c.vad = port, vad
 	c.frameIn.init(c.agent.Turn)
 	s, err := c.stt.Open(c.ctx, c.sttOptions())
@@ -344,7 +361,7 @@ func (c *Conversation) PushFrame(f *media.Frame) {
 		return
 	}
 	_ = c.sttS.Write(pcm, voiced)
-	if ev, ok := c.frameIn.step(voiced, time.Now()); ok {
+	if ev, ok := c.frameIn.step(voiced, c.now()); ok {
 		select {
 		case c.vadCh <- ev:
 		default:
@@ -547,7 +564,7 @@ func (c *Conversation) finish(reason EndReason, hangup bool) {
 	c.mu.Lock()
 	c.endReason = reason
 	c.mu.Unlock()
-	for _, t := range []*timer{&c.tEndpoint, &c.tMaxWait, &c.tSilence, &c.tMaxDur, &c.tBarge, &c.tFiller, &c.tDTMF} {
+	for _, t := range c.loopTimers() {
 		t.stop()
 	}
 	if hangup && c.port != nil {

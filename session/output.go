@@ -58,7 +58,7 @@ func (o *output) sink(f *media.Frame) {
 	for i := range o.watches {
 		w := &o.watches[i]
 		if w.utt != 0 && w.at >= before && w.at < after {
-			o.notify(spkEvent{kind: spkFirstFrameOut, utt: w.utt, at: time.Now()})
+			o.notify(spkEvent{kind: spkFirstFrameOut, utt: w.utt, at: o.c.now()})
 			w.utt = 0
 		}
 	}

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/parley-voice/parley/session/llm"
 )
@@ -75,7 +74,7 @@ func (c *Conversation) onResponse(ev respEvent) {
 		u.text.WriteString(ev.text)
 		for _, chunk := range u.chunker.Push(ev.text) {
 			if u.chunks == 0 && u.turn == c.turnN && c.cur.LLMFirstChunk.IsZero() {
-				c.cur.LLMFirstChunk = time.Now()
+				c.cur.LLMFirstChunk = c.now()
 			}
 			c.queueChunk(u, chunk, false)
 		}
@@ -102,7 +101,7 @@ func (c *Conversation) onResponse(ev respEvent) {
 		}
 		if rest := u.chunker.Flush(); rest != "" {
 			if u.chunks == 0 && u.turn == c.turnN && c.cur.LLMFirstChunk.IsZero() {
-				c.cur.LLMFirstChunk = time.Now()
+				c.cur.LLMFirstChunk = c.now()
 			}
 			c.queueChunk(u, rest, false)
 		}

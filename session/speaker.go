@@ -266,7 +266,7 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 	s.cur = cancel
 	s.mu.Unlock()
 
-	s.report(spkEvent{kind: spkTTSRequest, utt: it.u.id, at: time.Now()})
+	s.report(spkEvent{kind: spkTTSRequest, utt: it.u.id, at: s.c.now()})
 	a := s.c.agent
 	stream, err := s.c.tts.Synthesize(ctx, tts.Request{Text: it.text, Voice: s.c.voice(), Model: a.TTS.Model, Language: a.Language, SampleRate: media.PipelineRate})
 	if err != nil {
@@ -294,7 +294,7 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 		n, rerr := stream.Read(s.buf[:media.SamplesPerFrame(media.PipelineRate)])
 		if n > 0 && !gotByte {
 			gotByte = true
-			s.report(spkEvent{kind: spkTTSFirstByte, utt: it.u.id, at: time.Now()})
+			s.report(spkEvent{kind: spkTTSFirstByte, utt: it.u.id, at: s.c.now()})
 		}
 		for off := 0; off < n; {
 			if p.start < 0 {

@@ -124,7 +124,7 @@ func (c *Conversation) armEndpoint() {
 	if c.userSpeaking || c.speechEnd.IsZero() {
 		return
 	}
-	wait := c.agent.Turn.EndpointSilence - time.Since(c.speechEnd)
+	wait := c.agent.Turn.EndpointSilence - c.now().Sub(c.speechEnd)
 	if wait <= 0 {
 		c.endTurn("vad")
 		return
@@ -290,7 +290,7 @@ func (c *Conversation) endTurn(how string) {
 	if how != "max_wait" && c.agent.Turn.MinWords > 0 && c.words(text) < c.agent.Turn.MinWords {
 		return // too short; MaxWait still runs
 	}
-	now := time.Now()
+	now := c.now()
 	c.finals, c.interim = nil, ""
 	c.listTurn(c.respActive) // a reply still being prepared gives way to this turn
 	c.turnN++
@@ -376,7 +376,8 @@ func (c *Conversation) onDTMF(d rune) {
 	if c.state == StateAgentSpeaking || c.state == StateThinking {
 		c.bargeIn()
 	}
-	c.addLine(Line{Role: RoleUser, Text: "DTMF " + string(d), Start: time.Now(), End: time.Now(), Meta: map[string]any{"dtmf": string(d)}})
+	now := c.now()
+	c.addLine(Line{Role: RoleUser, Text: "DTMF " + string(d), Start: now, End: now, Meta: map[string]any{"dtmf": string(d)}})
 	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: "[The caller pressed " + string(d) + " on the keypad]"}, c.gen)
 	c.digitsN++
 	if t := c.agent.Turn.DTMFTerminator; t != "" && string(d) == t {
@@ -397,7 +398,7 @@ func (c *Conversation) dtmfTurn(how string) {
 	c.digitsN = 0
 	c.tEndpoint.stop()
 	c.tMaxWait.stop()
-	now := time.Now()
+	now := c.now()
 	c.turnN++
 	c.cur = TurnMetrics{Turn: c.turnN, EndOfTurn: now, SpeechEnd: now, Endpointing: how}
 	c.lastTurnEnd = now

@@ -3,7 +3,6 @@ package session
 import (
 	"math"
 	"strings"
-	"time"
 
 	"github.com/parley-voice/parley/session/llm"
 )
@@ -103,7 +102,7 @@ func (c *Conversation) utteranceFinished(u *utterance, interrupted bool) {
 		if u.kind != uttResponse {
 			meta = map[string]any{"source": string(u.kind)}
 		}
-		end := time.Now()
+		end := c.now()
 		start := u.firstOut
 		if start.IsZero() {
 			start = end
