@@ -289,7 +289,6 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 		it.u.mu.Unlock()
 	}
 	gotByte := false
-	var wait *time.Timer
 	for {
 		n, rerr := stream.Read(s.buf[:media.SamplesPerFrame(media.PipelineRate)])
 		if n > 0 && !gotByte {
@@ -314,17 +313,10 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 				update(false)
 				continue
 			}
-			// The pacer's queue is full: the caller is still hearing earlier audio. Wait a frame.
-			if wait == nil {
-				wait = time.NewTimer(media.FrameDuration)
-			} else {
-				wait.Reset(media.FrameDuration)
-			}
-			select {
-			case <-ctx.Done():
-				wait.Stop()
+			// The pacer's queue is full: the caller is still hearing earlier audio. Wait until
+			// half of it has gone out.
+			if !s.c.out.waitRoom(ctx) {
 				return queuedAny, false
-			case <-wait.C:
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
@@ -340,9 +332,6 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 			update(true)
 			return queuedAny, true
 		}
-	}
-	if wait != nil {
-		wait.Stop()
 	}
 	if p.start < 0 {
 		p.start = s.c.out.queued()
