@@ -30,10 +30,11 @@ type clockRig struct {
 	t0   time.Time
 }
 
-func newClockRig(t *testing.T, a Agent) *clockRig {
+// newClockRig starts the conversation; each TTS request says speech of audio (0: one frame).
+func newClockRig(t *testing.T, a Agent, speech time.Duration) *clockRig {
 	t.Helper()
 	r := &clockRig{t: t, clk: mediatest.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)),
-		stt: &scriptedSTT{}, tts: &recTTS{}, llm: &waitLLM{asked: make(chan struct{}, 4)}, port: newTestPort()}
+		stt: &scriptedSTT{}, tts: &recTTS{samples: int(speech.Seconds() * media.PipelineRate)}, llm: &waitLLM{asked: make(chan struct{}, 4)}, port: newTestPort()}
 	r.t0 = r.clk.Now()
 	conv, err := New(Options{ID: "clock", Agent: a, LLM: r.llm, STT: r.stt, TTS: r.tts, Log: quiet(),
 		Now:      r.clk.Now,
@@ -66,7 +67,7 @@ func (r *clockRig) armed(n int) {
 // TestEndpointingOnManualClock: after the caller stops speaking with a final transcript, the turn
 // ends exactly EndpointSilence later on the conversation's clock, and not 1 ms before.
 func TestEndpointingOnManualClock(t *testing.T) {
-	r := newClockRig(t, Agent{SystemPrompt: "x"})
+	r := newClockRig(t, Agent{SystemPrompt: "x"}, 0)
 	c := r.conv
 	silence := c.agent.Turn.EndpointSilence
 
@@ -119,7 +120,7 @@ func TestEndpointingOnManualClock(t *testing.T) {
 // SilenceTimeout after the last reprompt was heard.
 func TestSilenceTimeoutOnManualClock(t *testing.T) {
 	const timeout = 5 * time.Second
-	r := newClockRig(t, Agent{SystemPrompt: "x", SilenceTimeout: timeout, Reprompts: 1, RepromptText: "Are you still there?"})
+	r := newClockRig(t, Agent{SystemPrompt: "x", SilenceTimeout: timeout, Reprompts: 1, RepromptText: "Are you still there?"}, 0)
 	c := r.conv
 	r.armed(1) // the silence timeout
 
@@ -170,6 +171,64 @@ func TestSilenceTimeoutOnManualClock(t *testing.T) {
 	}
 }
 
+// TestBargeInOnManualClock: the caller speaking over the agent cuts it exactly BargeInMin after
+// the speech began (the VAD already heard SpeechStart of it), and not 1 ms before.
+func TestBargeInOnManualClock(t *testing.T) {
+	r := newClockRig(t, Agent{SystemPrompt: "x", FirstMessage: "Hello, and welcome to the example company."}, 5*time.Second)
+	c := r.conv
+	waitFor(t, 5*time.Second, "the greeting playing", func() bool { return c.State() == StateAgentSpeaking })
+
+	c.vadCh <- vadEvent{speech: true, at: r.clk.Now()}
+	r.armed(1) // the barge-in timer
+	rest := c.agent.Turn.BargeInMin - c.agent.Turn.SpeechStart
+	r.clk.Advance(rest - time.Millisecond)
+	if n := r.clk.Armed(); n != 1 || c.State() != StateAgentSpeaking {
+		t.Fatalf("1 ms before BargeInMin: %d timers armed, state %s; want the agent still speaking", n, c.State())
+	}
+	r.clk.Advance(time.Millisecond)
+	waitFor(t, 5*time.Second, "the agent cut off", func() bool { return c.State() == StateUserSpeaking })
+	for _, l := range agentLines(c) { // the caller may have heard too little for a line
+		if !l.Interrupted || l.Text == c.first {
+			t.Errorf("greeting line = %+v; want the part heard, marked interrupted", l)
+		}
+	}
+}
+
+// TestDTMFTimeoutOnManualClock: a turn of keypad digits ends exactly DTMFTimeout after the last
+// digit, and not 1 ms before.
+func TestDTMFTimeoutOnManualClock(t *testing.T) {
+	r := newClockRig(t, Agent{SystemPrompt: "x"}, 0)
+	c := r.conv
+	wait := c.agent.Turn.DTMFTimeout
+
+	c.PushDTMF('4')
+	r.armed(1) // the inter-digit timeout
+	r.clk.Advance(wait / 2)
+	c.PushDTMF('2')
+	waitFor(t, 5*time.Second, "the second digit", func() bool { return len(userLines(c)) == 2 })
+	last := r.clk.Now()
+	r.clk.Advance(wait - time.Millisecond)
+	select {
+	case <-r.llm.asked:
+		t.Fatal("the turn of digits ended before the inter-digit timeout")
+	default:
+	}
+	if n := r.clk.Armed(); n != 1 {
+		t.Fatalf("%d timers armed 1 ms before the inter-digit timeout; want 1", n)
+	}
+	r.clk.Advance(time.Millisecond)
+	select {
+	case <-r.llm.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the LLM was not asked after the inter-digit timeout")
+	}
+	c.End(EndCompleted)
+	turns := c.Turns()
+	if len(turns) != 1 || turns[0].Endpointing != "dtmf_timeout" || !turns[0].EndOfTurn.Equal(last.Add(wait)) {
+		t.Errorf("turns = %+v; want one ended by dtmf_timeout at %v", turns, last.Add(wait))
+	}
+}
+
 func userLines(c *Conversation) []Line  { return linesOf(c, RoleUser) }
 func agentLines(c *Conversation) []Line { return linesOf(c, RoleAgent) }
 
@@ -200,17 +259,18 @@ type waitStream struct{ ctx context.Context }
 func (s waitStream) Recv() (llm.Event, error) { <-s.ctx.Done(); return llm.Event{}, s.ctx.Err() }
 func (s waitStream) Close() error             { return nil }
 
-// recTTS records what it is asked to say and says one frame of tone for it.
+// recTTS records what it is asked to say and says samples of tone for it (0: one frame).
 type recTTS struct {
-	mu   sync.Mutex
-	said []string
+	samples int
+	mu      sync.Mutex
+	said    []string
 }
 
 func (r *recTTS) Synthesize(ctx context.Context, req tts.Request) (tts.Stream, error) {
 	r.mu.Lock()
 	r.said = append(r.said, req.Text)
 	r.mu.Unlock()
-	return &toneStream{left: media.SamplesPerFrame(media.PipelineRate)}, nil
+	return &toneStream{left: max(r.samples, media.SamplesPerFrame(media.PipelineRate))}, nil
 }
 
 func (r *recTTS) texts() []string {
