@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/parley-voice/parley/session/llm"
 )
@@ -26,10 +25,10 @@ type ChatTurn struct {
 func (c *Conversation) StartText(ctx context.Context) error {
 	c.textMode.Store(true)
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.start = time.Now()
+	c.start = c.now()
 	c.setState(StateListening)
 	if c.first != "" {
-		now := time.Now()
+		now := c.now()
 		c.addLine(Line{Role: RoleAgent, Text: c.first, Start: now, End: now})
 		c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: c.first}, 0)
 	}
@@ -52,7 +51,7 @@ type TextState struct {
 func (c *Conversation) ResumeText(ctx context.Context, st TextState) error {
 	c.textMode.Store(true)
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.start = time.Now()
+	c.start = c.now()
 	c.transcript.resume(st.LastSeq)
 	c.histMu.Lock()
 	c.history = make([]histEntry, len(st.History))
@@ -113,7 +112,7 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 
 	// The turn's lines wait until the reply is complete: if it fails, nothing of it stays in
 	// the transcript or the history, so a retry of the message makes it once.
-	now := time.Now()
+	now := c.now()
 	pending := []Line{}
 	c.mu.Lock()
 	c.chatTurn = &pending
@@ -166,7 +165,7 @@ func (c *Conversation) Send(ctx context.Context, text string, images []llm.Image
 	c.mu.Lock()
 	c.llmFailures = 0
 	c.mu.Unlock()
-	end := time.Now()
+	end := c.now()
 	for i, l := range pending {
 		if l = c.addLine(l); i == 0 {
 			turn.User = l
@@ -221,7 +220,7 @@ func (c *Conversation) executeText(pc *pendingCommand) {
 	}
 	switch pc.cmd.Kind {
 	case CommandSay:
-		now := time.Now()
+		now := c.now()
 		c.addLine(Line{Role: RoleAgent, Text: pc.cmd.Text, Start: now, End: now, Meta: map[string]any{"source": "say"}})
 		c.appendHistory(llm.Message{Role: llm.RoleAssistant, Content: pc.cmd.Text}, -1)
 		pc.reply(CommandResult{Status: CommandDone})

@@ -107,7 +107,7 @@ func (c *Conversation) onCommand(pc *pendingCommand) {
 }
 
 func (c *Conversation) note(cmd Command) {
-	now := time.Now()
+	now := c.now()
 	c.addLine(Line{Role: RoleNote, Text: cmd.Text, Start: now, End: now, Meta: map[string]any{"visible_to_agent": cmd.VisibleToAgent}})
 	if cmd.VisibleToAgent {
 		c.appendHistory(llm.Message{Role: llm.RoleUser, Content: "[Note from a supervisor, not said by the caller: " + cmd.Text + "]"}, -1)
@@ -136,11 +136,22 @@ func (c *Conversation) transfer(pc *pendingCommand) {
 		err := c.port.Transfer(ctx, t)
 		if err != nil {
 			pc.reply(CommandResult{Status: CommandFailed, Reason: err.Error()})
-			now := time.Now()
+			now := c.now()
 			c.addLine(Line{Role: RoleSystem, Text: "transfer to " + t.Destination + " failed: " + err.Error(), Start: now, End: now})
 			return
 		}
 		pc.reply(CommandResult{Status: CommandDone})
 		c.ChannelEnded(EndTransferred)
 	}()
+}
+
+func (c *Conversation) drainCommands() {
+	for {
+		select {
+		case pc := <-c.cmdCh:
+			pc.reply(CommandResult{Status: CommandFailed, Reason: "the conversation ended"})
+		default:
+			return
+		}
+	}
 }

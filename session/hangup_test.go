@@ -60,6 +60,9 @@ func TestTurnsListEveryTurn(t *testing.T) {
 	waitFor(t, 10*time.Second, "first turn", func() bool { return len(r.lines(RoleUser)) == 1 })
 	r.caller.say(speech(t, "Second question"))
 	waitFor(t, 10*time.Second, "second turn", func() bool { return len(r.lines(RoleUser)) == 2 })
+	// The second request has reached the LLM, so the worker reported it as sent before the hang-up
+	// (the line alone raced the worker: a busy machine saw turn 2 without LLMRequestSent).
+	waitFor(t, 10*time.Second, "the second LLM request", func() bool { return len(r.chat.Requests()) == 2 })
 	r.conv.ChannelEnded(EndCallerHungUp)
 	select {
 	case <-r.conv.Done():

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,13 @@ type output struct {
 	watchMu sync.Mutex
 	watches [8]firstWatch
 
+	// The speaker waits for room in a full queue (waitRoom): room gets a value once sent
+	// reaches roomAt (0: nobody waits). roomStep is half the queue, so a waiting speaker wakes
+	// once per half queue rather than once per frame.
+	roomAt   atomic.Int64
+	room     chan struct{}
+	roomStep int64
+
 	detach func() // takes the pacer off the shared clock
 	once   sync.Once
 }
@@ -36,7 +44,8 @@ type firstWatch struct {
 // newOutput paces the agent's audio on clock (nil: the process's shared media clock): the
 // first frame of new audio goes out at once, the next ones at the clock's 20 ms ticks.
 func newOutput(c *Conversation, port AudioPort, queueFrames int, clock *media.Clock) *output {
-	o := &output{c: c, port: port}
+	o := &output{c: c, port: port, room: make(chan struct{}, 1),
+		roomStep: int64(max(1, queueFrames/2) * media.SamplesPerFrame(media.PipelineRate))}
 	p, err := media.NewPacer(media.PacerOptions{Sink: o.sink, Rate: media.PipelineRate, Queue: queueFrames})
 	if err != nil {
 		panic(err) // options are fixed and valid
@@ -58,13 +67,19 @@ func (o *output) sink(f *media.Frame) {
 	for i := range o.watches {
 		w := &o.watches[i]
 		if w.utt != 0 && w.at >= before && w.at < after {
-			o.notify(spkEvent{kind: spkFirstFrameOut, utt: w.utt, at: time.Now()})
+			o.notify(spkEvent{kind: spkFirstFrameOut, utt: w.utt, at: o.c.now()})
 			w.utt = 0
 		}
 	}
 	o.watchMu.Unlock()
 	if t := o.target.Load(); t > 0 && after >= t && o.target.CompareAndSwap(t, 0) {
 		o.notify(spkEvent{kind: spkPlayed})
+	}
+	if t := o.roomAt.Load(); t > 0 && after >= t && o.roomAt.CompareAndSwap(t, 0) {
+		select {
+		case o.room <- struct{}{}:
+		default:
+		}
 	}
 	o.c.taps.agent(f)
 	o.port.SendFrame(f)
@@ -114,6 +129,30 @@ func (o *output) write(utt int, pcm []int16, first bool) (int, bool) {
 	n := o.pacer.WritePCM(pcm)
 	o.enq += int64(n)
 	return n, true
+}
+
+// waitRoom waits, once a write found the queue full, until half of the queue has been sent (or
+// all of it, when less is queued), so that the speaker refills it in one go; it reports false
+// if ctx ends first. The wait follows the pacer's clock, whatever it is: no timer of its own.
+func (o *output) waitRoom(ctx context.Context) bool {
+	select {
+	case <-o.room: // a wake-up left over from a wait that ended with ctx
+	default:
+	}
+	o.mu.Lock()
+	at := min(o.sent.Load()+o.roomStep, o.enq)
+	o.mu.Unlock()
+	o.roomAt.Store(at)
+	if o.sent.Load() >= at && o.roomAt.CompareAndSwap(at, 0) {
+		return true // sent already (the sink may have passed at before it was stored)
+	}
+	select {
+	case <-o.room:
+		return true
+	case <-ctx.Done():
+		o.roomAt.CompareAndSwap(at, 0)
+		return false
+	}
 }
 
 // finish pads the end of an utterance with silence to a whole frame, so it plays at once and

@@ -51,7 +51,7 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 	knowledge := c.retrieveForTurn(ctx, emit)
 	for round := 0; round < maxToolRounds; round++ {
 		req := c.buildRequest(knowledge)
-		emit(respEvent{kind: respSent, at: time.Now()})
+		emit(respEvent{kind: respSent, at: c.now()})
 		s, err := c.llm.Stream(ctx, req)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -80,14 +80,14 @@ func (c *Conversation) respond(ctx context.Context, gen int, emit func(respEvent
 			case llm.TextDelta:
 				if first {
 					first = false
-					emit(respEvent{kind: respFirstToken, at: time.Now()})
+					emit(respEvent{kind: respFirstToken, at: c.now()})
 				}
 				text.WriteString(ev.Text)
 				emit(respEvent{kind: respDelta, text: ev.Text})
 			case llm.ToolCallEvent:
 				if first {
 					first = false
-					emit(respEvent{kind: respFirstToken, at: time.Now()})
+					emit(respEvent{kind: respFirstToken, at: c.now()})
 				}
 				calls = append(calls, ev.ToolCall)
 			case llm.Done:
@@ -158,9 +158,9 @@ func (c *Conversation) retrieveForTurn(ctx context.Context, emit func(respEvent)
 	if strings.TrimSpace(query) == "" {
 		return ""
 	}
-	start := time.Now()
+	start := c.now()
 	r, err := tk.Retrieve(ctx, query)
-	done := time.Now()
+	done := c.now()
 	if ctx.Err() != nil {
 		return ""
 	}
@@ -302,9 +302,9 @@ func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCa
 				cctx, cancel = context.WithTimeout(ctx, sp.Timeout)
 				defer cancel()
 			}
-			start := time.Now()
+			start := c.now()
 			res, kind, err := c.runTool(cctx, call)
-			o := toolOutcome{result: res, kind: kind, status: "ok", dur: time.Since(start)}
+			o := toolOutcome{result: res, kind: kind, status: "ok", dur: c.now().Sub(start)}
 			switch {
 			case ctx.Err() != nil:
 				o.status = "cancelled"
@@ -329,7 +329,7 @@ func (c *Conversation) runTools(ctx context.Context, gen int, calls []llm.ToolCa
 	for i, call := range calls {
 		o := out[i]
 		c.appendHistory(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: o.result}, gen)
-		now := time.Now()
+		now := c.now()
 		text := call.Name + "(" + string(call.Arguments) + ") → " + o.result
 		if cancelled {
 			text = call.Name + "(" + string(call.Arguments) + ") cancelled: the caller interrupted; a late result is dropped"

@@ -145,15 +145,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // lines returns the transcript's lines of a role.
-func (r *rig) lines(role Role) []Line {
-	var out []Line
-	for _, l := range r.conv.Transcript() {
-		if l.Role == role {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (r *rig) lines(role Role) []Line { return linesOf(r.conv, role) }
 
 // testPort records what the engine plays and asks of the channel.
 type testPort struct {

@@ -266,7 +266,7 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 	s.cur = cancel
 	s.mu.Unlock()
 
-	s.report(spkEvent{kind: spkTTSRequest, utt: it.u.id, at: time.Now()})
+	s.report(spkEvent{kind: spkTTSRequest, utt: it.u.id, at: s.c.now()})
 	a := s.c.agent
 	stream, err := s.c.tts.Synthesize(ctx, tts.Request{Text: it.text, Voice: s.c.voice(), Model: a.TTS.Model, Language: a.Language, SampleRate: media.PipelineRate})
 	if err != nil {
@@ -289,12 +289,11 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 		it.u.mu.Unlock()
 	}
 	gotByte := false
-	var wait *time.Timer
 	for {
 		n, rerr := stream.Read(s.buf[:media.SamplesPerFrame(media.PipelineRate)])
 		if n > 0 && !gotByte {
 			gotByte = true
-			s.report(spkEvent{kind: spkTTSFirstByte, utt: it.u.id, at: time.Now()})
+			s.report(spkEvent{kind: spkTTSFirstByte, utt: it.u.id, at: s.c.now()})
 		}
 		for off := 0; off < n; {
 			if p.start < 0 {
@@ -314,17 +313,10 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 				update(false)
 				continue
 			}
-			// The pacer's queue is full: the caller is still hearing earlier audio. Wait a frame.
-			if wait == nil {
-				wait = time.NewTimer(media.FrameDuration)
-			} else {
-				wait.Reset(media.FrameDuration)
-			}
-			select {
-			case <-ctx.Done():
-				wait.Stop()
+			// The pacer's queue is full: the caller is still hearing earlier audio. Wait until
+			// half of it has gone out.
+			if !s.c.out.waitRoom(ctx) {
 				return queuedAny, false
-			case <-wait.C:
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
@@ -340,9 +332,6 @@ func (s *speaker) synth(it speakItem, first bool) (queuedAny, failed bool) {
 			update(true)
 			return queuedAny, true
 		}
-	}
-	if wait != nil {
-		wait.Stop()
 	}
 	if p.start < 0 {
 		p.start = s.c.out.queued()

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/media/stt"
@@ -145,7 +144,7 @@ func (c *Conversation) onText(text string) {
 	}
 	c.setState(StateUserSpeaking)
 	c.finals = append(c.finals[:0], text)
-	now := time.Now()
+	now := c.now()
 	c.speechStart, c.speechEnd = now, now
 	c.cur = TurnMetrics{STTFinal: now}
 	c.endTurn("text")
@@ -269,7 +268,7 @@ func (c *Conversation) onTakeover(r takeReq) {
 		c.tSilence.stop()
 		c.takeover = r.t
 		c.setState(StateTakeover)
-		now := time.Now()
+		now := c.now()
 		c.addLine(Line{Role: RoleSystem, Text: "a human took over the conversation", Start: now, End: now})
 		r.res <- nil
 		return
@@ -279,7 +278,7 @@ func (c *Conversation) onTakeover(r takeReq) {
 		return
 	}
 	c.takeover = nil
-	now := time.Now()
+	now := c.now()
 	c.addLine(Line{Role: RoleSystem, Text: "the human handed the conversation back to the agent", Start: now, End: now})
 	c.appendHistory(llm.Message{Role: llm.RoleUser, Content: "[A human colleague spoke with the caller for a while (see above) and has now handed the conversation back to you. Carry on from there.]"}, -1)
 	c.finals, c.interim = nil, ""
@@ -289,7 +288,7 @@ func (c *Conversation) onTakeover(r takeReq) {
 
 // takeoverLine records a line said during a takeover and keeps it in the agent's history.
 func (c *Conversation) takeoverLine(role Role, text string, meta map[string]any) {
-	now := time.Now()
+	now := c.now()
 	c.addLine(Line{Role: role, Text: text, Start: now, End: now, Meta: meta})
 	if role == RoleUser {
 		c.appendHistory(llm.Message{Role: llm.RoleUser, Content: text}, -1)
