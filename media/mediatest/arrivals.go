@@ -1,0 +1,88 @@
+package mediatest
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Arrivals is a network pattern for playout tests: At[i] is when the i-th 20 ms packet of a
+// stream arrives, from the start of the test (negative: lost). The same pattern run through
+// every receive path shows whether they conceal alike.
+type Arrivals struct {
+	Name string
+	At   []time.Duration
+}
+
+// ArrivalPatterns returns the jitter and loss patterns of n packets (20 ms each, the first due
+// at 100 ms) that the receive paths are compared on: steady, uniform jitter of ±8 and ±20 ms,
+// a late packet in every ten, 1 % of packets held up 60 ms, 5 % loss, a lost second, sender
+// clocks 0.5 % slow and fast, and ±8 ms jitter read in batches every 20 ms. They are
+// deterministic (fixed seeds).
+func ArrivalPatterns(n int) []Arrivals {
+	const frame = 20 * time.Millisecond
+	slot := func(i int) time.Duration { return 100*time.Millisecond + time.Duration(i)*frame }
+	make1 := func(name string, seed uint64, at func(rng *rand.Rand, i int) time.Duration) Arrivals {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		a := Arrivals{Name: name, At: make([]time.Duration, n)}
+		for i := range a.At {
+			a.At[i] = at(rng, i)
+		}
+		return a
+	}
+	uniform := func(rng *rand.Rand, ms float64) time.Duration {
+		return time.Duration((rng.Float64()*2 - 1) * ms * float64(time.Millisecond))
+	}
+	return []Arrivals{
+		make1("steady", 1, func(rng *rand.Rand, i int) time.Duration { return slot(i) + uniform(rng, 1) }),
+		make1("jitter ±8 ms", 2, func(rng *rand.Rand, i int) time.Duration { return slot(i) + uniform(rng, 8) }),
+		make1("jitter ±20 ms", 3, func(rng *rand.Rand, i int) time.Duration { return slot(i) + 20*time.Millisecond + uniform(rng, 20) }),
+		make1("bursts", 4, func(rng *rand.Rand, i int) time.Duration {
+			if i%10 == 5 {
+				return slot(i) + 25*time.Millisecond // late, arrives with the next one
+			}
+			return slot(i) + uniform(rng, 1)
+		}),
+		make1("spikes 1% +60 ms", 5, func(rng *rand.Rand, i int) time.Duration {
+			if rng.IntN(100) == 0 {
+				return slot(i) + 60*time.Millisecond
+			}
+			return slot(i) + uniform(rng, 2)
+		}),
+		make1("5% loss", 6, func(rng *rand.Rand, i int) time.Duration {
+			if i%20 == 7 {
+				return -1
+			}
+			return slot(i) + uniform(rng, 1)
+		}),
+		make1("1 s lost", 7, func(rng *rand.Rand, i int) time.Duration {
+			if i >= n*3/10 && i < n*3/10+50 {
+				return -1
+			}
+			return slot(i) + uniform(rng, 1)
+		}),
+		make1("sender clock 0.5% slow", 8, func(_ *rand.Rand, i int) time.Duration { return slot(i) * 1005 / 1000 }),
+		make1("sender clock 0.5% fast", 9, func(_ *rand.Rand, i int) time.Duration { return slot(i) * 995 / 1000 }),
+		make1("jitter ±8 ms, reads every 20 ms", 10, func(rng *rand.Rand, i int) time.Duration {
+			const period, phase = 20 * time.Millisecond, 7 * time.Millisecond
+			a := slot(i) + uniform(rng, 8)
+			return ((a-phase)/period+1)*period + phase // the next read after arrival
+		}),
+	}
+}
+
+// ArrivalOrder returns the indexes of a's packets in order of arrival, the lost ones left out.
+func (a Arrivals) ArrivalOrder() []int {
+	var order []int
+	for i, t := range a.At {
+		if t >= 0 {
+			order = append(order, i)
+		}
+	}
+	// Insertion sort keeps equal arrivals in sending order (the patterns are nearly sorted).
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && a.At[order[j]] < a.At[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	return order
+}
