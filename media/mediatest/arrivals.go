@@ -70,6 +70,20 @@ func ArrivalPatterns(n int) []Arrivals {
 	}
 }
 
+// Drive plays the pattern against a 20 ms clock that ticks at phase, 20+phase, … ms: tick is
+// called for each tick up to the last arrival, and arrive for each packet in order of
+// arrival (index, time), a tick at the same time as an arrival going first. Lost packets are
+// left out.
+func (a Arrivals) Drive(phase time.Duration, tick func(at time.Duration), arrive func(i int, at time.Duration)) {
+	at := phase
+	for _, i := range a.ArrivalOrder() {
+		for ; at <= a.At[i]; at += 20 * time.Millisecond {
+			tick(at)
+		}
+		arrive(i, a.At[i])
+	}
+}
+
 // ArrivalOrder returns the indexes of a's packets in order of arrival, the lost ones left out.
 func (a Arrivals) ArrivalOrder() []int {
 	var order []int
@@ -85,4 +99,24 @@ func (a Arrivals) ArrivalOrder() []int {
 		}
 	}
 	return order
+}
+
+// Baseline is what a receive path concealed over one of the ArrivalPatterns(1000), summed over
+// the clock phases 0, 5, 13 and 19 ms (4,000 frames), before the SIP leg and the browser track
+// shared one receive chain (issue 20; measured at commit 9f9d34d): SIP is the leg's eager
+// playout, WebRTC the track's arrival-driven schedule over a paced jitter buffer.
+type Baseline struct{ SIP, WebRTC uint64 }
+
+// ArrivalBaselines are the Baselines by pattern name. Concealment must not rise above them.
+var ArrivalBaselines = map[string]Baseline{
+	"steady":                          {SIP: 0, WebRTC: 4},
+	"jitter ±8 ms":                    {SIP: 0, WebRTC: 16},
+	"jitter ±20 ms":                   {SIP: 4, WebRTC: 158},
+	"bursts":                          {SIP: 100, WebRTC: 23},
+	"spikes 1% +60 ms":                {SIP: 44, WebRTC: 45},
+	"5% loss":                         {SIP: 200, WebRTC: 203},
+	"1 s lost":                        {SIP: 124, WebRTC: 34},
+	"sender clock 0.5% slow":          {SIP: 0, WebRTC: 4},
+	"sender clock 0.5% fast":          {SIP: 0, WebRTC: 4},
+	"jitter ±8 ms, reads every 20 ms": {SIP: 0, WebRTC: 12},
 }
