@@ -1,7 +1,6 @@
 package sip
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,62 +9,83 @@ import (
 	"github.com/parley-voice/parley/media/mediatest"
 )
 
-// playoutFigures are what one receive path did with one arrival pattern, summed over the
-// clock phases tried.
-type playoutFigures struct {
-	Frames, Played, Concealed, Silence, Late uint64
-}
-
-func (f playoutFigures) String() string {
-	return fmt.Sprintf("frames %d played %d concealed %d silence %d late %d", f.Frames, f.Played, f.Concealed, f.Silence, f.Late)
-}
-
 // playoutPhases are the phases of the 20 ms clock against the packets' slots that the
 // patterns are run at.
 var playoutPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
 
-// legPlayoutRun runs one arrival pattern of PCMU packets through a leg's receive side: each
-// packet is handed over as the endpoint's read goroutine would at its arrival, and the shared
-// clock ticks the leg every 20 ms at phase, until the last packet.
-func legPlayoutRun(t *testing.T, a mediatest.Arrivals, phase time.Duration) playoutFigures {
-	t.Helper()
-	m, _ := testLeg(t, neg(codec.PCMU, 20))
-	frames := uint64(0)
-	m.setSink(func(*media.Frame) { frames++ })
-	payload := make([]byte, 160)
-	tone := mediatest.Sine(160, 8000, 1000, -20)
-	codec.EncodeMulaw(payload, tone)
-	base := time.Unix(1000, 0)
-	tick := phase
-	for _, i := range a.ArrivalOrder() {
-		for ; tick <= a.At[i]; tick += media.FrameDuration {
-			m.tick(base.Add(tick))
-		}
-		p := media.RTPPacket{PayloadType: 0, SequenceNumber: uint16(i), Timestamp: uint32(i) * 160, SSRC: 7,
-			Marker: i == 0, Payload: payload, ReceivedAt: base.Add(a.At[i])}
-		m.onPacket(&p)
-	}
-	st := m.rx.Stats()
-	if st.Frames != frames {
-		t.Fatalf("%s: %d frames delivered, the receiver made %d", a.Name, frames, st.Frames)
-	}
-	return playoutFigures{Frames: st.Frames, Played: st.Played, Concealed: st.Concealed, Silence: st.Silence, Late: st.Jitter.Late}
+// pcmuPacket returns packet i of a 20 ms PCMU stream that arrived at at.
+func pcmuPacket(i int, at time.Time, payload []byte) *media.RTPPacket {
+	return &media.RTPPacket{PayloadType: 0, SequenceNumber: uint16(i), Timestamp: uint32(i) * 160, SSRC: 7,
+		Marker: i == 0, Payload: payload, ReceivedAt: at}
 }
 
 // TestLegPlayoutPatterns runs the shared jitter and loss patterns (mediatest.ArrivalPatterns)
-// through the SIP leg's receive side at four clock phases.
+// through the SIP leg's receive side at four clock phases, each packet handed over as the
+// endpoint's read goroutine does (onPacket) and the leg ticked as the shared clock does: the
+// leg conceals no more than it did before the shared chain (mediatest.ArrivalBaselines), and
+// does exactly what the shared chain does on its own, which the browser track's test checks
+// too (TestAudioReceiverPlayoutPatterns): the same pattern gives the same concealment on both.
 func TestLegPlayoutPatterns(t *testing.T) {
 	const n = 1000
+	payload := make([]byte, 160)
+	codec.EncodeMulaw(payload, mediatest.Sine(160, 8000, 1000, -20))
+	base := time.Unix(1000, 0)
 	for _, a := range mediatest.ArrivalPatterns(n) {
-		var sum playoutFigures
+		var sum media.PlayoutStats
 		for _, ph := range playoutPhases {
-			f := legPlayoutRun(t, a, ph)
-			sum.Frames += f.Frames
-			sum.Played += f.Played
-			sum.Concealed += f.Concealed
-			sum.Silence += f.Silence
-			sum.Late += f.Late
+			m, _ := testLeg(t, neg(codec.PCMU, 20))
+			frames := uint64(0)
+			m.setSink(func(*media.Frame) { frames++ })
+			ref, err := media.NewPlayout(media.PlayoutConfig{Codec: codec.PCMU})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Drive(ph, func(at time.Duration) {
+				m.tick(base.Add(at))
+				ref.Step(base.Add(at))
+			}, func(i int, at time.Duration) {
+				m.onPacket(pcmuPacket(i, base.Add(at), payload))
+				ref.Push(pcmuPacket(i, base.Add(at), payload))
+			})
+			st, want := m.play.Load().Stats(), ref.Stats()
+			ref.Close()
+			if st.Delivered != frames {
+				t.Fatalf("%s: %d frames delivered, the chain says %d", a.Name, frames, st.Delivered)
+			}
+			if st.RTPReceiverStats != want.RTPReceiverStats || st.Delivered != want.Delivered {
+				t.Errorf("%s, clock at %v: the leg did\n%+v\nthe shared chain alone\n%+v", a.Name, ph, st, want)
+			}
+			sum.Concealed += st.Concealed
+			sum.Played += st.Played
+			sum.Jitter.Late += st.Jitter.Late
 		}
-		t.Logf("%-34s %v", a.Name, sum)
+		b := mediatest.ArrivalBaselines[a.Name]
+		t.Logf("%-34s concealed %3d in 4,000 frames (before: %3d) played %d late %d", a.Name, sum.Concealed, b.SIP, sum.Played, sum.Jitter.Late)
+		if sum.Concealed > b.SIP {
+			t.Errorf("%s: %d frames concealed in 4,000, %d before", a.Name, sum.Concealed, b.SIP)
+		}
+	}
+}
+
+// A peer that sends 30 ms PCMU packets: the leg cuts them to the 20 ms pipeline without loss.
+func TestLegPlayoutPtime30(t *testing.T) {
+	m, _ := testLeg(t, neg(codec.PCMU, 30))
+	var out []int16
+	m.setSink(func(f *media.Frame) { out = append(out, f.PCM()...) })
+	tone := mediatest.Sine(8000, 8000, 700, -12)
+	payload := make([]byte, 240)
+	base := time.Unix(1000, 0)
+	for i := 0; i+240 <= len(tone); i += 240 {
+		codec.EncodeMulaw(payload, tone[i:i+240])
+		at := base.Add(time.Duration(i/8) * time.Millisecond)
+		m.tick(at)
+		m.onPacket(&media.RTPPacket{PayloadType: 0, SequenceNumber: uint16(i / 240), Timestamp: uint32(1000 + i), SSRC: 7, Payload: payload, ReceivedAt: at})
+	}
+	st := m.play.Load().Stats()
+	if st.Played != uint64(len(tone)/240*240/160) || st.Concealed != 0 || st.Jitter.Dropped != 0 {
+		t.Errorf("%d frames played for %d samples (%+v)", st.Played, len(tone)/240*240, st)
+	}
+	if lvl := mediatest.DetectTone(out[len(out)/2:], media.PipelineRate, 700); lvl < -16 {
+		t.Errorf("tone at %.1f dBFS after rebuffering", lvl)
 	}
 }
