@@ -1,44 +1,71 @@
 package webrtc
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/codec"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/media/mediatest"
 )
-
-// playoutFigures are what one receive path did with one arrival pattern, summed over the
-// clock phases tried.
-type playoutFigures struct {
-	Frames, Played, Concealed, Silence, Late uint64
-}
-
-func (f playoutFigures) String() string {
-	return fmt.Sprintf("frames %d played %d concealed %d silence %d late %d", f.Frames, f.Played, f.Concealed, f.Silence, f.Late)
-}
 
 // playoutPhases are the phases of the 20 ms clock against the packets' slots that the
 // patterns are run at.
 var playoutPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
 
 // TestAudioReceiverPlayoutPatterns runs the shared jitter and loss patterns
-// (mediatest.ArrivalPatterns) through the browser track's receive path at four clock phases.
+// (mediatest.ArrivalPatterns) through the browser track's receive path at four clock phases,
+// each packet received as the track's reader does and the receiver stepped as the playout
+// clock does: it conceals no more than it did before the shared chain
+// (mediatest.ArrivalBaselines), and does exactly what the shared chain does on its own, which
+// the SIP leg's test checks too (TestLegPlayoutPatterns): the same pattern gives the same
+// concealment on both.
 func TestAudioReceiverPlayoutPatterns(t *testing.T) {
 	const n = 1000
 	pkts := browserStream(t, CodecPCMU, n)
 	for _, a := range mediatest.ArrivalPatterns(n) {
-		var sum playoutFigures
+		var sum media.PlayoutStats
 		for _, ph := range playoutPhases {
-			_, rx := playoutRun(t, pkts, a.At, ph)
-			sum.Frames += rx.Frames
-			sum.Played += rx.Played
-			sum.Concealed += rx.Concealed
-			sum.Silence += rx.Silence
-			sum.Late += rx.Jitter.Late
+			var now time.Duration
+			frames := uint64(0)
+			r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) { frames++ }, func() time.Duration { return now })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := media.NewPlayout(media.PlayoutConfig{Codec: codec.PCMU})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pkt media.RTPPacket
+			a.Drive(ph, func(at time.Duration) {
+				now = at
+				r.catchUp(at)
+				ref.Step(monoEpoch.Add(at))
+			}, func(i int, at time.Duration) {
+				now = at
+				r.Receive(&pkts[i], at)
+				p := &pkts[i]
+				pkt = media.RTPPacket{PayloadType: p.PayloadType, Marker: p.Marker, SequenceNumber: p.SequenceNumber,
+					Timestamp: p.Timestamp, SSRC: p.SSRC, Payload: p.Payload, ReceivedAt: monoEpoch.Add(at)}
+				ref.Push(&pkt)
+			})
+			st, want := r.play.Stats(), ref.Stats()
+			r.Close()
+			ref.Close()
+			if st.Delivered != frames {
+				t.Fatalf("%s: %d frames delivered, the chain says %d", a.Name, frames, st.Delivered)
+			}
+			if st.RTPReceiverStats != want.RTPReceiverStats || st.Delivered != want.Delivered {
+				t.Errorf("%s, clock at %v: the receiver did\n%+v\nthe shared chain alone\n%+v", a.Name, ph, st, want)
+			}
+			sum.Concealed += st.Concealed
+			sum.Played += st.Played
+			sum.Jitter.Late += st.Jitter.Late
 		}
-		t.Logf("%-34s %v", a.Name, sum)
+		b := mediatest.ArrivalBaselines[a.Name]
+		t.Logf("%-34s concealed %3d in 4,000 frames (before: %3d) played %d late %d", a.Name, sum.Concealed, b.WebRTC, sum.Played, sum.Jitter.Late)
+		if sum.Concealed > b.WebRTC {
+			t.Errorf("%s: %d frames concealed in 4,000, %d before", a.Name, sum.Concealed, b.WebRTC)
+		}
 	}
-	_ = media.FrameDuration
 }
