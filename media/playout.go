@@ -94,16 +94,16 @@ type Playout struct {
 	outRate  int
 	maxDelay time.Duration
 
-	at        time.Time // the time of the packet or step being handled: the jitter buffer's clock
-	last      time.Time // arrival of the last packet
-	due       uint64    // frames the clock owes the sink
-	delivered uint64    // frames given to the sink
-	filled    uint64    // frames the clock gave since the last packet's, while nothing was known lost
-	flowing   bool      // a packet's frame was delivered: the clock's count follows the packets
-	winSteps  int       // steps in the current window (playoutWindow)
-	winMin    uint64    // the least the packets were behind the clock in the window, in frames
-	winClock  bool      // the clock gave frames of its own in the window
-	nextStep  time.Time // Tick: when the next 20 ms step is due
+	at        time.Time    // the time of the packet or step being handled: the jitter buffer's clock
+	last      time.Time    // arrival of the last packet
+	due       uint64       // frames the clock owes the sink
+	delivered uint64       // frames given to the sink
+	filled    uint64       // frames the clock gave since the last packet's, while nothing was known lost
+	flowing   bool         // a packet's frame was delivered: the clock's count follows the packets
+	winSteps  int          // steps in the current window (playoutWindow)
+	winMin    uint64       // the least the packets were behind the clock in the window, in frames
+	winClock  bool         // the clock gave frames of its own in the window
+	steps     StepSchedule // Tick's
 
 	sink     func(*Frame)
 	dtmfSink func(rune)
@@ -122,9 +122,6 @@ const (
 	// playoutWindow is how many steps (0.5 s) the packets must stay behind the clock by more
 	// than a frame before the clock's count moves back to them.
 	playoutWindow = 25
-	// playoutMaxCatchUp bounds the steps one late Tick runs; further behind, the schedule
-	// restarts from now.
-	playoutMaxCatchUp = 5
 )
 
 // NewPlayout returns a receive chain for cfg.Codec.
@@ -248,21 +245,16 @@ func (p *Playout) Step(now time.Time) {
 	}
 }
 
-// Tick runs the 20 ms steps due at now (up to playoutMaxCatchUp of them when the clock woke
-// late; further behind, the schedule restarts at now): for an owner whose clock may skip
-// ticks and has nothing else to do on them.
+// Tick runs the 20 ms steps due at now (StepSchedule: several when the clock woke late, one
+// after a stall): for an owner whose clock may skip ticks and has nothing else to do on them.
 func (p *Playout) Tick(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
-	if p.nextStep.IsZero() || now.Sub(p.nextStep) > playoutMaxCatchUp*FrameDuration {
-		p.nextStep = now
-	}
-	for k := 0; k < playoutMaxCatchUp && !now.Before(p.nextStep); k++ {
+	for range p.steps.Due(now) {
 		p.stepLocked(now)
-		p.nextStep = p.nextStep.Add(FrameDuration)
 	}
 }
 

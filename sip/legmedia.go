@@ -76,13 +76,13 @@ type legMedia struct {
 	toSink func(*media.Frame)
 
 	// Owned by the clock's ticks (tickMu).
-	tickMu   sync.Mutex
-	unclock  func()       // removes the leg from the shared clock
-	stopped  bool         // close ran: no more ticks
-	fillF    *media.Frame // the filler's frame, made when a filler is first set
-	ticks    uint64
-	nextTick time.Time // when the next 20 ms step is due (catch-up after a late wake-up)
-	rxSince  time.Time // the start, or the peer's resumption: inactivity counts from it or the last packet
+	tickMu  sync.Mutex
+	unclock func()       // removes the leg from the shared clock
+	stopped bool         // close ran: no more ticks
+	fillF   *media.Frame // the filler's frame, made when a filler is first set
+	ticks   uint64
+	steps   media.StepSchedule // the 20 ms steps due at a tick (catch-up after a late wake-up)
+	rxSince time.Time          // the start, or the peer's resumption: inactivity counts from it or the last packet
 
 	receiving atomic.Bool
 	sink      atomic.Pointer[frameFunc]
@@ -562,23 +562,15 @@ func (m *legMedia) renegotiated(n Negotiated, now time.Time) {
 	}
 }
 
-// maxCatchUp bounds how many 20 ms steps one late wake-up runs; further behind, the schedule
-// restarts (the frames are lost, as a jitter buffer would skip them).
-const maxCatchUp = 5
-
 // pauseAfter is how far the send clock may fall behind the timestamp before the stream counts
 // as paused (more than a catch-up makes up for): then the timestamp jumps to the clock.
-const pauseAfter = (maxCatchUp + 1) * frameDur
+const pauseAfter = (media.CatchUpSteps + 1) * frameDur
 
-// tick runs the 20 ms steps due at now: a ticker drops ticks when its goroutine wakes late, so
-// the steps follow the clock rather than the tick count.
+// tick runs the 20 ms steps due at now (media.StepSchedule: a ticker drops ticks when its
+// goroutine wakes late, so the steps follow the clock rather than the tick count).
 func (m *legMedia) tick(now time.Time) {
-	if m.nextTick.IsZero() || now.Sub(m.nextTick) > maxCatchUp*frameDur {
-		m.nextTick = now
-	}
-	for k := 0; k < maxCatchUp && !now.Before(m.nextTick); k++ {
+	for range m.steps.Due(now) {
 		m.step(now)
-		m.nextTick = m.nextTick.Add(frameDur)
 	}
 }
 
