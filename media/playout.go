@@ -56,9 +56,10 @@ type PlayoutStats struct {
 // Further behind, it gives a frame of its own: the concealment of a packet known to be lost (a
 // later one is here), or comfort noise or silence while nothing newer has come (the sender is
 // late, lost a stretch, or is quiet: the VAD hears the silence). When packets come back after
-// such frames, the missing ones whose time those frames (and the slack) filled are skipped,
-// not concealed again, and the clock's count restarts from the packets, as it does at the
-// stream's first packet; and when the packets stay more than a frame behind the clock for a
+// such frames, the rest of the stretch's time by the sender's timestamps is given at once
+// (fillGap), the missing packets whose time those frames stood for are skipped, not concealed
+// again, and the clock's count restarts from the packets, as it does at the stream's first
+// packet; and when the packets stay more than a frame behind the clock for a
 // whole window (the sender's clock is slow, or the phase drifted) the count moves back to them.
 // A late packet so gets the whole slack, 40 to 60 ms after its slot by the clock's phase.
 //
@@ -79,7 +80,10 @@ type PlayoutStats struct {
 // second, the paced one 34); now the gap is the silence already given, and none is concealed.
 // A sender clock 0.5 % slow had 20 silence frames in 4,000 put into its speech (the clock's count of
 // frames owed only ever grew); now none. Steps before the stream no longer eat into the
-// slack either.
+// slack either. The price of the slack: when the sender goes quiet without a word (Opus DTX;
+// an RFC 3389 packet says so, but Opus sends none), the clock's first silence frame comes 40
+// to 60 ms after the last packet's slot, where the paced path's came 10 to 30 ms after; the
+// silence the VAD counts to end the caller's turn starts that much later.
 type Playout struct {
 	mu       sync.Mutex
 	rx       *RTPReceiver
@@ -94,16 +98,21 @@ type Playout struct {
 	outRate  int
 	maxDelay time.Duration
 
-	at        time.Time    // the time of the packet or step being handled: the jitter buffer's clock
-	last      time.Time    // arrival of the last packet
-	due       uint64       // frames the clock owes the sink
-	delivered uint64       // frames given to the sink
-	filled    uint64       // frames the clock gave since the last packet's, while nothing was known lost
-	flowing   bool         // a packet's frame was delivered: the clock's count follows the packets
-	winSteps  int          // steps in the current window (playoutWindow)
-	winMin    uint64       // the least the packets were behind the clock in the window, in frames
-	winClock  bool         // the clock gave frames of its own in the window
-	steps     StepSchedule // Tick's
+	at        time.Time // the time of the packet or step being handled: the jitter buffer's clock
+	last      time.Time // arrival of the last packet
+	due       uint64    // frames the clock owes the sink
+	delivered uint64    // frames given to the sink
+	filled    uint64    // frames the clock gave since the last packet's, while nothing was known lost
+	flowing   bool      // a packet's frame was delivered: the clock's count follows the packets
+	// The sender's timeline: the newest audio or comfort-noise packet pushed (see fillGap).
+	havePrev bool
+	prevSSRC uint32
+	prevSeq  uint16
+	prevEnd  uint32       // the RTP timestamp just after its audio
+	winSteps int          // steps in the current window (playoutWindow)
+	winMin   uint64       // the least the packets were behind the clock in the window, in frames
+	winClock bool         // the clock gave frames of its own in the window
+	steps    StepSchedule // Tick's
 
 	sink     func(*Frame)
 	dtmfSink func(rune)
@@ -215,8 +224,12 @@ func (p *Playout) Push(pkt *RTPPacket) {
 		}
 		return
 	case pkt.PayloadType != p.info.PayloadType || pkt.ComfortNoise:
+		if pkt.ComfortNoise {
+			p.fillGap(pkt, p.info.ClockRate/50)
+		}
 		p.rx.Push(pkt)
 	case p.sample:
+		p.fillGap(pkt, uint32(len(pkt.Payload))) // G.711 and G.722: a byte per RTP tick
 		if len(pkt.Payload) != 160 || p.rebuf != nil && p.rebuf.active {
 			if p.rebuf == nil {
 				p.rebuf = new(rebuffer) // only peers whose ptime is not 20 ms need it
@@ -230,9 +243,35 @@ func (p *Playout) Push(pkt *RTPPacket) {
 			p.st.BadPtime++ // only 20 ms Opus packets fit the 20 ms pipeline
 			return
 		}
+		p.fillGap(pkt, p.info.ClockRate/50)
 		p.rx.Push(pkt)
 	}
 	p.deliverReady()
+}
+
+// fillGap takes the timeline of an audio or comfort-noise packet of dur RTP ticks. When it
+// comes back after frames of the clock's own, the sender's timestamps say how long it was quiet
+// (Opus DTX, RFC 3389) or lost, and the frames of that time the clock has not given yet (it
+// waits out the slack before its first) are given now, before the packet's own, no more than
+// the clock owes: a quiet stretch reaches the sink whole and on time, so that the VAD's count
+// of silence, which ends the caller's turn, does not fall behind by the slack at each DTX
+// packet. The frames are silence, or comfort noise after an RFC 3389 packet.
+func (p *Playout) fillGap(pkt *RTPPacket, dur uint32) {
+	newer := p.havePrev && pkt.SSRC == p.prevSSRC && int16(pkt.SequenceNumber-p.prevSeq) > 0
+	if newer && p.filled > 0 && p.due > p.delivered {
+		if d := int32(pkt.Timestamp - p.prevEnd); d > 0 {
+			gap := uint64(d) / uint64(p.info.ClockRate/50)
+			for n := min(gap-min(gap, p.filled), p.due-p.delivered); n > 0; n-- {
+				p.rx.produce(&p.frame, nil, PopEmpty)
+				p.st.ClockFrames++
+				p.filled++
+				p.deliver()
+			}
+		}
+	}
+	if newer || !p.havePrev || pkt.SSRC != p.prevSSRC {
+		p.havePrev, p.prevSSRC, p.prevSeq, p.prevEnd = true, pkt.SSRC, pkt.SequenceNumber, pkt.Timestamp+dur
+	}
 }
 
 // Step is one 20 ms step of the owner's clock at now: the frames the clock owes when the

@@ -129,9 +129,10 @@ func TestPlayoutEagerAndSlack(t *testing.T) {
 }
 
 // The clock gives silence before the stream and while the sender is quiet, one frame per step
-// once the slack is spent; when the sender comes back after a lost stretch, the packets whose
-// time the silence filled are skipped, not concealed, and the next packet plays at once with
-// the whole slack again.
+// once the slack is spent; when the sender comes back after a lost stretch, the rest of the
+// stretch's time (the slack's frames) is given as silence at once, the packets whose time the
+// silence stood for are skipped, not concealed, and the next packet plays at once with the
+// whole slack again.
 func TestPlayoutQuietAndLostStretch(t *testing.T) {
 	g := newPlayoutRig(t)
 	for ms := 0; ms <= 100; ms += 20 {
@@ -157,15 +158,45 @@ func TestPlayoutQuietAndLostStretch(t *testing.T) {
 	}
 	g.audio(60, ms)
 	st := g.p.Stats()
-	if len(g.frames) != 59 || st.Concealed != 0 || st.Jitter.Lost != 50 || st.Silence != 3+48 {
+	if len(g.frames) != 61 || st.Concealed != 0 || st.Jitter.Lost != 50 || st.Silence != 3+50 {
 		t.Fatalf("the packet after the lost second: %d frames, stats %+v", len(g.frames), st)
 	}
 	for k := 1; k <= 3; k++ { // the slack is whole again
 		g.step(ms + 20*k - 10)
 	}
 	g.audio(61, ms+59)
-	if st := g.p.Stats(); len(g.frames) != 60 || st.ClockFrames != 51 {
+	if st := g.p.Stats(); len(g.frames) != 62 || st.ClockFrames != 53 {
 		t.Fatalf("a packet 39 ms late after the gap: %d frames, stats %+v", len(g.frames), st)
+	}
+}
+
+// A sender in discontinuous transmission (Opus DTX: a packet every 400 ms, the sequence
+// numbers going on, the timestamps following the time) gets one frame per 20 ms step, on
+// time: the silence the clock gives between its packets, and at each packet the slack's
+// frames the clock had not given yet, so that the VAD's count of silence keeps up with the
+// time.
+func TestPlayoutDTX(t *testing.T) {
+	g := newPlayoutRig(t)
+	seq, ts := 0, uint32(0)
+	send := func(ms int) {
+		g.p.Push(&RTPPacket{PayloadType: 0, SequenceNumber: uint16(seq), Timestamp: ts, SSRC: 3,
+			Payload: g.tone, ReceivedAt: playoutEpoch.Add(time.Duration(ms) * time.Millisecond)})
+		seq++
+	}
+	steps := 0
+	for ms := 0; ms < 3000; ms += 20 {
+		if ms < 200 || ms%400 == 0 { // talk for 200 ms, then a DTX packet every 400 ms
+			ts = uint32(ms / 20 * 160)
+			send(ms + 2)
+			if got := len(g.frames); got < steps || got > steps+1 {
+				t.Fatalf("at %d ms, after %d steps: %d frames", ms, steps, got)
+			}
+		}
+		g.step(ms + 10)
+		steps++
+	}
+	if st := g.p.Stats(); st.Concealed != 0 || st.Jitter.Lost != 0 {
+		t.Fatalf("DTX taken for loss: %+v", st)
 	}
 }
 
