@@ -83,7 +83,8 @@ type PlayoutStats struct {
 // slack either. The price of the slack: when the sender goes quiet without a word (Opus DTX;
 // an RFC 3389 packet says so, but Opus sends none), the clock's first silence frame comes 40
 // to 60 ms after the last packet's slot, where the paced path's came 10 to 30 ms after; the
-// silence the VAD counts to end the caller's turn starts that much later.
+// silence the VAD counts to end the caller's turn starts that much later. After an RFC 3389
+// packet there is no slack: the comfort noise goes on at every step.
 type Playout struct {
 	mu       sync.Mutex
 	rx       *RTPReceiver
@@ -307,7 +308,11 @@ func (p *Playout) stepLocked(now time.Time) {
 		p.winMin = lag
 	}
 	p.winSteps++
-	for p.due > p.delivered+playoutSlack {
+	slack := uint64(playoutSlack)
+	if p.rx.cnAmp >= 0 {
+		slack = 0 // the sender said it is quiet (RFC 3389 §4): nothing is late, the noise goes on
+	}
+	for p.due > p.delivered+slack {
 		p.winClock = true
 		st, err := p.rx.ReadDue(&p.frame)
 		if st == PopEmpty {

@@ -200,6 +200,32 @@ func TestPlayoutDTX(t *testing.T) {
 	}
 }
 
+// After an RFC 3389 comfort-noise packet the sender is quiet by its own word: the noise goes on
+// at every step, with no slack to wait out, until the next talkspurt plays at once.
+func TestPlayoutComfortNoise(t *testing.T) {
+	g := newPlayoutRig(t)
+	g.step(0)
+	g.audio(0, 1)
+	g.p.Push(&RTPPacket{PayloadType: PayloadTypeCN, ComfortNoise: true, SequenceNumber: 1, Timestamp: 160, SSRC: 3,
+		Payload: []byte{40}, ReceivedAt: playoutEpoch.Add(21 * time.Millisecond)})
+	g.step(30) // the comfort-noise packet's own slot
+	for k := 1; k <= 8; k++ {
+		g.step(30 + 20*k)
+		if len(g.frames) != 2+k {
+			t.Fatalf("%d steps after the comfort-noise packet's slot: %d frames, want %d", k, len(g.frames), 2+k)
+		}
+	}
+	if r := rms(g.frames[5].PCM()); r < 50 || r > 1000 {
+		t.Fatalf("comfort noise at rms %.0f", r)
+	}
+	// The next talkspurt: the sequence numbers go on, the timestamps went on with the time.
+	g.p.Push(&RTPPacket{PayloadType: 0, SequenceNumber: 2, Timestamp: 10 * 160, SSRC: 3, Marker: true,
+		Payload: g.tone, ReceivedAt: playoutEpoch.Add(202 * time.Millisecond)})
+	if st := g.p.Stats(); len(g.frames) != 11 || st.Played != 2 || st.Concealed != 0 || st.Jitter.Lost != 0 {
+		t.Fatalf("the talkspurt after comfort noise: %d frames, stats %+v", len(g.frames), st)
+	}
+}
+
 // Telephone-events go to the DTMF sink, never to the frames; a digit whose end packets were
 // all lost is reported 400 ms after its last packet, by the clock.
 func TestPlayoutDTMF(t *testing.T) {
