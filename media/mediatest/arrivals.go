@@ -2,6 +2,7 @@ package mediatest
 
 import (
 	"math/rand/v2"
+	"testing"
 	"time"
 )
 
@@ -119,4 +120,23 @@ var ArrivalBaselines = map[string]Baseline{
 	"sender clock 0.5% slow":          {SIP: 0, WebRTC: 4},
 	"sender clock 0.5% fast":          {SIP: 0, WebRTC: 4},
 	"jitter ±8 ms, reads every 20 ms": {SIP: 0, WebRTC: 12},
+}
+
+// Tally sums what a receive path did with one arrival pattern over the clock phases.
+type Tally struct{ Concealed, Played, Late uint64 }
+
+// Add counts one run.
+func (s *Tally) Add(concealed, played, late uint64) {
+	s.Concealed += concealed
+	s.Played += played
+	s.Late += late
+}
+
+// Check logs the tally of pattern and fails t when the concealment rose above before.
+func (s Tally) Check(t testing.TB, pattern string, before uint64) {
+	t.Helper()
+	t.Logf("%-34s concealed %3d in 4,000 frames (before: %3d) played %d late %d", pattern, s.Concealed, before, s.Played, s.Late)
+	if s.Concealed > before {
+		t.Errorf("%s: %d frames concealed in 4,000, %d before", pattern, s.Concealed, before)
+	}
 }
