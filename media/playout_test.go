@@ -8,10 +8,6 @@ import (
 	"github.com/parley-voice/parley/media/mediatest"
 )
 
-// playoutPhases are the phases of the 20 ms clock against the packets' slots that the
-// arrival patterns are run at.
-var playoutPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
-
 // playoutEpoch is the time the arrival patterns start at.
 var playoutEpoch = time.Unix(1000, 0)
 
@@ -35,7 +31,7 @@ func TestPlayoutPatterns(t *testing.T) {
 	for _, a := range mediatest.ArrivalPatterns(n) {
 		var sum PlayoutStats
 		arrived := 0
-		for _, ph := range playoutPhases {
+		for _, ph := range mediatest.ArrivalPhases {
 			p, err := NewPlayout(PlayoutConfig{Codec: codec.PCMU})
 			if err != nil {
 				t.Fatal(err)

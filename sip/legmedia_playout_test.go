@@ -9,10 +9,6 @@ import (
 	"github.com/parley-voice/parley/media/mediatest"
 )
 
-// playoutPhases are the phases of the 20 ms clock against the packets' slots that the
-// patterns are run at.
-var playoutPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
-
 // pcmuPacket returns packet i of a 20 ms PCMU stream that arrived at at.
 func pcmuPacket(i int, at time.Time, payload []byte) *media.RTPPacket {
 	return &media.RTPPacket{PayloadType: 0, SequenceNumber: uint16(i), Timestamp: uint32(i) * 160, SSRC: 7,
@@ -32,7 +28,7 @@ func TestLegPlayoutPatterns(t *testing.T) {
 	base := time.Unix(1000, 0)
 	for _, a := range mediatest.ArrivalPatterns(n) {
 		var sum mediatest.Tally
-		for _, ph := range playoutPhases {
+		for _, ph := range mediatest.ArrivalPhases {
 			m, _ := testLeg(t, neg(codec.PCMU, 20))
 			frames := uint64(0)
 			m.setSink(func(*media.Frame) { frames++ })

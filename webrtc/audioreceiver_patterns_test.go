@@ -9,10 +9,6 @@ import (
 	"github.com/parley-voice/parley/media/mediatest"
 )
 
-// playoutPhases are the phases of the 20 ms clock against the packets' slots that the
-// patterns are run at.
-var playoutPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
-
 // TestAudioReceiverPlayoutPatterns runs the shared jitter and loss patterns
 // (mediatest.ArrivalPatterns) through the browser track's receive path at four clock phases,
 // each packet received as the track's reader does and the receiver stepped as the playout
@@ -25,7 +21,7 @@ func TestAudioReceiverPlayoutPatterns(t *testing.T) {
 	pkts := browserStream(t, CodecPCMU, n)
 	for _, a := range mediatest.ArrivalPatterns(n) {
 		var sum mediatest.Tally
-		for _, ph := range playoutPhases {
+		for _, ph := range mediatest.ArrivalPhases {
 			var now time.Duration
 			frames := uint64(0)
 			r, err := newAudioReceiverClock(CodecPCMU, 0, func(*media.Frame) { frames++ }, func() time.Duration { return now })

@@ -14,6 +14,10 @@ type Arrivals struct {
 	At   []time.Duration
 }
 
+// ArrivalPhases are the phases of the 20 ms clock against the packets' slots that the patterns
+// are run at (Baseline sums over them).
+var ArrivalPhases = []time.Duration{0, 5 * time.Millisecond, 13 * time.Millisecond, 19 * time.Millisecond}
+
 // ArrivalPatterns returns the jitter and loss patterns of n packets (20 ms each, the first due
 // at 100 ms) that the receive paths are compared on: steady, uniform jitter of ±8 and ±20 ms,
 // a late packet in every ten, 1 % of packets held up 60 ms, 5 % loss, a lost second, sender
