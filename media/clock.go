@@ -15,6 +15,28 @@ type ClockTicker interface {
 	Tick(now time.Time)
 }
 
+// CatchUpSteps bounds the 20 ms steps a StepSchedule runs for one late tick.
+const CatchUpSteps = 5
+
+// StepSchedule turns a ClockTicker's ticks into 20 ms steps: a ticker drops ticks when its
+// goroutine wakes late, so the steps follow the time rather than the tick count, up to
+// CatchUpSteps at once; further behind, the schedule restarts at now (the frames are lost, as a
+// jitter buffer would skip them). The zero value starts at the first tick.
+type StepSchedule struct{ next time.Time }
+
+// Due returns how many steps are due at now and moves the schedule past them.
+func (s *StepSchedule) Due(now time.Time) int {
+	if s.next.IsZero() || now.Sub(s.next) > CatchUpSteps*FrameDuration {
+		s.next = now
+	}
+	n := 0
+	for n < CatchUpSteps && !now.Before(s.next) {
+		n++
+		s.next = s.next.Add(FrameDuration)
+	}
+	return n
+}
+
 // ClockOptions configure a Clock.
 type ClockOptions struct {
 	// Period between ticks. Default FrameDuration (20 ms).

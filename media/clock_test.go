@@ -306,3 +306,26 @@ func linearToMulawForBench(s int16) byte {
 	}
 	return ^byte(sign | exp<<4 | (v>>(exp+3))&0x0F)
 }
+
+// A StepSchedule gives one step per 20 ms of the clock's time: none early, several after a
+// late wake-up (at most CatchUpSteps), and one after a stall, from which it starts again.
+func TestStepSchedule(t *testing.T) {
+	var s StepSchedule
+	t0 := time.Unix(50, 0)
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{
+		{0, 1}, {10 * time.Millisecond, 0}, {20 * time.Millisecond, 1},
+		{95 * time.Millisecond, 3},                // woke late: the steps of 40, 60 and 80 ms
+		{100 * time.Millisecond, 1},               // 100 ms
+		{200 * time.Millisecond, CatchUpSteps},    // 120 … 200 ms
+		{10 * time.Second, 1},                     // a stall: one step, the schedule restarts
+		{10*time.Second + 19*time.Millisecond, 0}, // …from 10 s
+		{10*time.Second + 20*time.Millisecond, 1},
+	} {
+		if got := s.Due(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("at %v: %d steps due, want %d", tc.at, got, tc.want)
+		}
+	}
+}

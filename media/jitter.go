@@ -565,3 +565,27 @@ func (j *JitterBuffer) PopDue(dst []byte) ([]byte, PopStatus) {
 	j.playing = true
 	return j.playNextLocked(dst)
 }
+
+// SkipMissing moves eager playout past up to k positions whose packets are not here, each
+// counted lost, stopping at the first packet that is here; it skips only while a later packet
+// has come (the ones after the newest may still be on their way). It returns how many it
+// skipped. A consumer whose clock already gave frames of its own in those packets' time (while
+// nothing was known to be missing) skips them rather than concealing them a second time.
+func (j *JitterBuffer) SkipMissing(k int) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.started || !j.haveHighest {
+		return 0
+	}
+	n := 0
+	for ; n < k && j.next < j.highest; n++ {
+		s := &j.slots[j.next&j.mask]
+		if s.ext == j.next && s.state == jbHeld {
+			break
+		}
+		*s = jbSlot{ext: j.next, state: jbMissed}
+		j.next++
+		j.st.Lost++
+	}
+	return n
+}

@@ -25,36 +25,32 @@ const (
 	// fillAfter is how long after the last real audio the leg starts sending silence itself, so
 	// that the peer (and every NAT and SBC between) sees RTP all through the call.
 	fillAfter = 3 * frameDur
-	// dtmfFlushAfter reports a digit whose end packets were all lost.
-	dtmfFlushAfter = 400 * time.Millisecond
 )
 
 // legMedia is the audio of one call leg: an RTP endpoint, the encoder toward the peer and the
-// receive chain (jitter buffer, decoder, resampler) from it, RFC 4733 events both ways, and the
-// inactivity watch.
+// receive chain from it, RFC 4733 events both ways, and the inactivity watch.
 //
 // The send path (sendFrame, called by the engine's pacer or a bridge) encodes and writes one
 // packet under a mutex held only for that; it allocates nothing.
 //
-// The receive side plays out eagerly: the endpoint's read goroutine hands each packet over as
-// it arrives (onPacket), and a packet that is next in sequence is decoded and given to the sink
-// at once. Nothing downstream needs a steady pace (the recognizer and the VAD take audio as it
-// comes; a bridged phone has its own jitter buffer), so the network's delay is the only one:
-// no jitter-buffer depth and no wait for a 20 ms tick are added before the engine hears the
-// caller. The process's shared media clock (media.SharedClock: a few goroutines for every call,
-// no goroutine or timer per leg) ticks the leg every 20 ms (Tick): each step owes the sink one
-// frame, and when the packets fall more than eagerSlack frames behind it gives a concealed frame
-// for a packet known to be lost (so the ones behind it can go), or comfort noise or silence
-// while the caller sends nothing (so the VAD hears the silence). It also keeps RTP flowing with
-// silence (or a filler source such as ringback) while nobody sends audio, and watches for
-// inactivity.
+// The receive side is media.Playout, the receive chain the browser path uses too (issue 20's
+// one playout chain): the endpoint's read goroutine hands each packet over as it arrives
+// (onPacket → Playout.Push: telephone-events split off to the DTMF sink, G.711 and G.722 of
+// other ptimes cut to 20 ms, a packet next in sequence decoded and given to the sink at once),
+// and the process's shared media clock (media.SharedClock: a few goroutines for every call, no
+// goroutine or timer per leg) ticks the leg every 20 ms (Tick → Playout.Step: concealment of a
+// lost packet, comfort noise or silence while the caller sends nothing). The tick also keeps
+// RTP flowing with silence (or a filler source such as ringback) while nobody sends audio, and
+// watches for inactivity. The leg reads no clock of its own but now (time.Now unless a test
+// sets it) and the clock's ticks.
 type legMedia struct {
 	log     *slog.Logger
 	ports   *media.PortPair
 	local   netip.AddrPort // advertised RTP address
 	timeout time.Duration  // RTP inactivity timeout; <= 0 disables
 	wg      *sync.WaitGroup
-	track   func() bool // counts the leg's clock registration in wg, unless the owner is closing
+	track   func() bool      // counts the leg's clock registration in wg, unless the owner is closing
+	now     func() time.Time // the send path's clock and the inactivity watch's start
 
 	ep      *media.RTPEndpoint
 	started atomic.Bool
@@ -74,39 +70,24 @@ type legMedia struct {
 	srtpFail   atomic.Pointer[func()]
 	srtpFailed atomic.Bool
 
-	// The receive chain, guarded by rxMu: the endpoint's read goroutine delivers the packets
-	// that arrive in order, the clock's ticks conceal and fill.
-	rxMu      sync.Mutex
-	rx        *media.RTPReceiver
-	rxInfo    codec.Info
-	rxDTMFPT  int // -1: none
-	dtmfRx    codec.DTMFReceiver
-	dtmfLast  time.Time
-	dtmfOpen  bool
-	rebuf     *rebuffer // only for peers whose ptime is not 20 ms
-	frame     media.Frame
-	lastRx    time.Time
-	due       uint64 // frames the clock owes the sink
-	delivered uint64 // frames given to the sink
+	// The receive chain (made by start): the endpoint's read goroutine pushes the packets, the
+	// clock's ticks step it. It calls toSink (m.deliverFrame) and m.deliverDTMF.
+	play   atomic.Pointer[media.Playout]
+	toSink func(*media.Frame)
 
 	// Owned by the clock's ticks (tickMu).
-	tickMu   sync.Mutex
-	unclock  func()       // removes the leg from the shared clock
-	stopped  bool         // close ran: no more ticks
-	fillF    *media.Frame // the filler's frame, made when a filler is first set
-	ticks    uint64
-	nextTick time.Time // when the next 20 ms step is due (catch-up after a late wake-up)
+	tickMu  sync.Mutex
+	unclock func()       // removes the leg from the shared clock
+	stopped bool         // close ran: no more ticks
+	fillF   *media.Frame // the filler's frame, made when a filler is first set
+	ticks   uint64
+	steps   media.StepSchedule // the 20 ms steps due at a tick (catch-up after a late wake-up)
+	rxSince time.Time          // the start, or the peer's resumption: inactivity counts from it or the last packet
 
 	receiving atomic.Bool
 	sink      atomic.Pointer[frameFunc]
 	filler    atomic.Pointer[frameFunc] // produces the frame sent while no audio flows
 	dtmfSink  atomic.Pointer[func(rune)]
-	rxFrames  atomic.Uint64
-	rxPackets atomic.Uint64
-	badPtime  atomic.Uint64
-
-	statsMu sync.Mutex
-	rxStats media.RTPReceiverStats
 
 	renego    chan Negotiated
 	timedOut  chan struct{}
@@ -150,13 +131,14 @@ func newLegMedia(log *slog.Logger, ports *media.PortPair, local netip.AddrPort, 
 	if track == nil {
 		track = func() bool { wg.Add(1); return true }
 	}
-	return &legMedia{
-		log: log, ports: ports, local: local, timeout: timeout, wg: wg, track: track,
-		rxDTMFPT: -1,
+	m := &legMedia{
+		log: log, ports: ports, local: local, timeout: timeout, wg: wg, track: track, now: time.Now,
 		renego:   make(chan Negotiated, 4),
 		timedOut: make(chan struct{}),
 		quit:     make(chan struct{}),
 	}
+	m.toSink = m.deliverFrame
+	return m
 }
 
 // start creates the RTP endpoint for the negotiated stream and registers the leg with the shared
@@ -212,9 +194,7 @@ func (m *legMedia) start(ctx context.Context, n Negotiated) error {
 		return ErrClosed
 	}
 	m.receiving.Store(n.Receiving())
-	m.rxMu.Lock()
-	m.lastRx = time.Now()
-	m.rxMu.Unlock()
+	m.rxSince = m.now() // before the clock's first tick (Add orders them)
 	m.started.Store(true)
 	m.unclock = media.SharedClock().Add(m)
 	return nil
@@ -305,28 +285,26 @@ func closeCodec(c any) {
 	}
 }
 
-// setRx (re)builds the receive chain; Tick calls it for renegotiations, start before the first
-// tick.
+// setRx builds the receive chain, or switches its codec; Tick calls it for renegotiations,
+// start before the first tick.
 func (m *legMedia) setRx(n Negotiated) error {
-	m.rxMu.Lock()
-	defer m.rxMu.Unlock()
-	if m.rx == nil || !strings.EqualFold(m.rxInfo.Name, n.Audio.Name) || m.rxInfo.PayloadType != n.Audio.PayloadType {
-		rx, err := media.NewRTPReceiver(media.RTPReceiverConfig{Codec: n.Audio, MinDelay: 20 * time.Millisecond, MaxDelay: 200 * time.Millisecond})
-		if err != nil {
+	dtmfPT := 0
+	if n.HasDTMF {
+		dtmfPT = int(n.DTMF.PayloadType)
+	}
+	if p := m.play.Load(); p != nil {
+		if err := p.SetCodec(n.Audio, dtmfPT); err != nil {
 			return fmt.Errorf("sip: receiver for %s: %w", n.Audio.Name, err)
 		}
-		if m.rx != nil {
-			m.rx.Close()
-		}
-		m.rx, m.rxInfo = rx, n.Audio
-		if m.rebuf != nil {
-			m.rebuf.reset()
-		}
+		return nil
 	}
-	m.rxDTMFPT = -1
-	if n.HasDTMF {
-		m.rxDTMFPT = int(n.DTMF.PayloadType)
+	p, err := media.NewPlayout(media.PlayoutConfig{Codec: n.Audio, DTMFPayloadType: dtmfPT})
+	if err != nil {
+		return fmt.Errorf("sip: receiver for %s: %w", n.Audio.Name, err)
 	}
+	p.SetSink(m.toSink)
+	p.SetDTMFSink(m.deliverDTMF)
+	m.play.Store(p)
 	return nil
 }
 
@@ -345,13 +323,14 @@ func (m *legMedia) onTimeout(f func()) {
 // setSink routes received frames (nil drops them). When it returns, no frame is on its way to
 // the previous sink: two legs handing one conversation over never feed it at once.
 func (m *legMedia) setSink(f frameFunc) {
-	m.rxMu.Lock()
-	defer m.rxMu.Unlock()
 	if f == nil {
 		m.sink.Store(nil)
-		return
+	} else {
+		m.sink.Store(&f)
 	}
-	m.sink.Store(&f)
+	if p := m.play.Load(); p != nil {
+		p.SetSink(m.toSink) // waits for a frame on its way to the previous sink
+	}
 }
 
 // setFiller sets what is sent while no audio flows (nil: silence).
@@ -364,13 +343,14 @@ func (m *legMedia) setFiller(f frameFunc) {
 }
 
 func (m *legMedia) setDTMFSink(f func(rune)) {
-	m.rxMu.Lock()
-	defer m.rxMu.Unlock()
 	if f == nil {
 		m.dtmfSink.Store(nil)
-		return
+	} else {
+		m.dtmfSink.Store(&f)
 	}
-	m.dtmfSink.Store(&f)
+	if p := m.play.Load(); p != nil {
+		p.SetDTMFSink(m.deliverDTMF) // waits for a digit on its way to the previous sink
+	}
 }
 
 // sendFrame sends one 20 ms frame of real audio toward the peer. It never blocks on the network
@@ -380,7 +360,7 @@ func (m *legMedia) sendFrame(f *media.Frame) {
 		return
 	}
 	m.txMu.Lock()
-	now := time.Now()
+	now := m.now()
 	m.tx.lastReal = now
 	m.sendLocked(f.PCM(), now)
 	m.txMu.Unlock()
@@ -514,11 +494,11 @@ func (m *legMedia) sendDTMF(ctx context.Context, digits string) error {
 	t.dtmf = true
 	base := t.ts + t.ticks
 	audioRate, teRate, pt := t.rate, t.dtmfRate, t.dtmfPT
-	start := time.Now()
+	start := m.now()
 	m.txMu.Unlock()
 	defer func() {
 		m.txMu.Lock()
-		el := time.Since(start)
+		el := m.now().Sub(start)
 		m.tx.ts = base + uint32(int64(el/frameDur))*m.tx.ticks
 		m.tx.tsAt = start.Add(el / frameDur * frameDur)
 		m.tx.dtmf = false
@@ -563,7 +543,7 @@ func (m *legMedia) Tick(now time.Time) {
 	for {
 		select {
 		case n := <-m.renego:
-			m.renegotiated(n)
+			m.renegotiated(n, now)
 			continue
 		default:
 		}
@@ -572,78 +552,42 @@ func (m *legMedia) Tick(now time.Time) {
 	m.tick(now)
 }
 
-// renegotiated rebuilds the receive side for n (on the clock's tick).
-func (m *legMedia) renegotiated(n Negotiated) {
+// renegotiated rebuilds the receive side for n (on the clock's tick at now).
+func (m *legMedia) renegotiated(n Negotiated, now time.Time) {
 	if err := m.setRx(n); err != nil {
 		m.log.Warn("sip: codec change on the receive side failed", "err", err)
 	}
 	if was := m.receiving.Swap(n.Receiving()); !was {
-		m.rxMu.Lock()
-		m.lastRx = time.Now() // the peer resumes: give it the full timeout
-		m.rxMu.Unlock()
+		m.rxSince = now // the peer resumes: give it the full timeout
 	}
 }
-
-// maxCatchUp bounds how many 20 ms steps one late wake-up runs; further behind, the schedule
-// restarts (the frames are lost, as a jitter buffer would skip them).
-const maxCatchUp = 5
 
 // pauseAfter is how far the send clock may fall behind the timestamp before the stream counts
 // as paused (more than a catch-up makes up for): then the timestamp jumps to the clock.
-const pauseAfter = (maxCatchUp + 1) * frameDur
+const pauseAfter = (media.CatchUpSteps + 1) * frameDur
 
-// tick runs the 20 ms steps due at now: a ticker drops ticks when its goroutine wakes late, so
-// the steps follow the clock rather than the tick count.
+// tick runs the 20 ms steps due at now (media.StepSchedule: a ticker drops ticks when its
+// goroutine wakes late, so the steps follow the clock rather than the tick count).
 func (m *legMedia) tick(now time.Time) {
-	if m.nextTick.IsZero() || now.Sub(m.nextTick) > maxCatchUp*frameDur {
-		m.nextTick = now
-	}
-	for k := 0; k < maxCatchUp && !now.Before(m.nextTick); k++ {
+	for range m.steps.Due(now) {
 		m.step(now)
-		m.nextTick = m.nextTick.Add(frameDur)
 	}
 }
 
-// eagerSlack is how many frames the packets may fall behind the clock (network jitter, a
-// reordered packet) before the clock gives the sink a frame of its own.
-const eagerSlack = 2
-
-// step is one 20 ms step of the receive side: the frame the clock owes when the packets are
-// behind, DTMF flush, filler, stats, inactivity.
+// step is one 20 ms step of the leg: the receive chain's (the frames the clock owes when the
+// packets are behind, DTMF flush), filler, inactivity.
 func (m *legMedia) step(now time.Time) {
 	m.ticks++
-	m.rxMu.Lock()
-	m.due++
-	if m.delivered > m.due {
-		m.due = m.delivered // packets came early or in a burst: the clock follows them
-	}
-	for m.due > m.delivered+eagerSlack {
-		// A concealed frame for a lost packet (then the packets held behind it), or comfort
-		// noise or silence while the caller sends nothing.
-		if _, err := m.rx.ReadDue(&m.frame); err == nil || m.frame.N > 0 {
-			m.deliver()
-		} else {
-			m.delivered++
-		}
-		m.deliverReady()
-	}
-	if m.dtmfOpen && now.Sub(m.dtmfLast) > dtmfFlushAfter {
-		m.dtmfOpen = false
-		if d, _, ok := m.dtmfRx.Flush(); ok {
-			m.deliverDTMF(d)
-		}
-	}
+	play := m.play.Load()
+	play.Step(now)
 	if m.ticks%50 == 0 {
 		m.checkSRTP() // issue 21
 	}
-	if m.ticks%10 == 0 {
-		st := m.rx.Stats()
-		m.statsMu.Lock()
-		m.rxStats = st
-		m.statsMu.Unlock()
+	since := m.rxSince
+	if last := play.LastPacket(); last.After(since) {
+		since = last
 	}
-	idle := now.Sub(m.lastRx)
-	m.rxMu.Unlock()
+	idle := now.Sub(since)
 	m.fill(now)
 	if m.timeout > 0 && m.receiving.Load() && idle > m.timeout {
 		m.timeoutMu.Do(func() {
@@ -660,71 +604,22 @@ func (m *legMedia) step(now time.Time) {
 	}
 }
 
-// deliver gives m.frame to the sink. Callers hold rxMu.
-func (m *legMedia) deliver() {
-	m.delivered++
-	m.rxFrames.Add(1)
+// deliverFrame gives a frame of the receive chain to the sink (the chain serializes it with
+// setSink).
+func (m *legMedia) deliverFrame(f *media.Frame) {
 	if s := m.sink.Load(); s != nil {
-		(*s)(&m.frame)
+		(*s)(f)
 	}
 }
 
-// deliverReady gives the sink every frame whose packet is next in sequence. Callers hold rxMu.
-func (m *legMedia) deliverReady() {
-	for {
-		ok, err := m.rx.ReadNext(&m.frame)
-		if !ok {
-			return
-		}
-		if err == nil || m.frame.N > 0 {
-			m.deliver()
-		} else {
-			m.delivered++
-		}
-	}
-}
-
-// onPacket takes one packet on the endpoint's read goroutine: telephone-events to the DTMF
-// receiver, audio to the jitter buffer (through the ptime rebuffer when needed), and what is
-// now next in sequence straight to the sink.
+// onPacket takes one packet on the endpoint's read goroutine into the receive chain.
 func (m *legMedia) onPacket(p *media.RTPPacket) {
 	if m.closed.Load() {
 		return
 	}
-	m.rxMu.Lock()
-	defer m.rxMu.Unlock()
-	if m.rx == nil {
-		return
+	if play := m.play.Load(); play != nil {
+		play.Push(p)
 	}
-	now := p.ReceivedAt
-	m.lastRx = now
-	m.rxPackets.Add(1)
-	switch {
-	case int(p.PayloadType) == m.rxDTMFPT:
-		m.dtmfLast, m.dtmfOpen = now, true
-		if d, _, ok := m.dtmfRx.Push(p.Timestamp, p.Payload); ok {
-			m.deliverDTMF(d)
-		}
-		return
-	case p.PayloadType != m.rxInfo.PayloadType || p.ComfortNoise:
-		m.rx.Push(p)
-	case isSampleCodec(m.rxInfo):
-		if len(p.Payload) != 160 || m.rebuf != nil && m.rebuf.active {
-			if m.rebuf == nil {
-				m.rebuf = new(rebuffer)
-			}
-			m.rebuf.push(p, m.rx)
-		} else {
-			m.rx.Push(p)
-		}
-	default:
-		if samples, err := codec.OpusPacketSamples(p.Payload, 48000); err == nil && samples != 960 {
-			m.badPtime.Add(1) // only 20 ms Opus packets fit the 20 ms pipeline
-			return
-		}
-		m.rx.Push(p)
-	}
-	m.deliverReady()
 }
 
 func (m *legMedia) deliverDTMF(d rune) {
@@ -739,9 +634,10 @@ func (m *legMedia) stats() (media.RTPStats, media.RTPReceiverStats, codec.Info, 
 	if m.started.Load() {
 		st = m.ep.Stats()
 	}
-	m.statsMu.Lock()
-	rs := m.rxStats
-	m.statsMu.Unlock()
+	var rs media.RTPReceiverStats
+	if p := m.play.Load(); p != nil {
+		rs = p.Stats().RTPReceiverStats
+	}
 	m.txMu.Lock()
 	info, errs := m.tx.info, m.tx.errs
 	m.txMu.Unlock()
@@ -761,8 +657,8 @@ func (m *legMedia) close() {
 			m.tickMu.Unlock()
 			m.wg.Done() // the clock's registration, counted by track in start
 			m.ep.Close()
-			if m.rx != nil {
-				m.rx.Close()
+			if p := m.play.Load(); p != nil {
+				_ = p.Close()
 			}
 			m.txMu.Lock()
 			closeCodec(m.tx.enc)
@@ -772,42 +668,4 @@ func (m *legMedia) close() {
 			m.ports.Close()
 		}
 	})
-}
-
-// rebuffer cuts G.711 and G.722 packets of any ptime into 20 ms packets (160 bytes) for the
-// 20 ms jitter buffer: both codecs carry 8 bytes and 8 timestamp ticks per millisecond, so a
-// packet splits anywhere (RFC 3551 §4.5). A gap or reordering drops the partial packet.
-type rebuffer struct {
-	active bool
-	buf    [2 * media.MaxRTPPayload]byte
-	n      int
-	ts     uint32 // timestamp of buf[0]
-	seq    uint16
-	ssrc   uint32
-	out    media.RTPPacket
-}
-
-func (r *rebuffer) reset() { *r = rebuffer{} }
-
-func (r *rebuffer) push(p *media.RTPPacket, rx *media.RTPReceiver) {
-	if !r.active || p.SSRC != r.ssrc || p.Timestamp != r.ts+uint32(r.n) {
-		r.active, r.ssrc, r.n, r.ts = true, p.SSRC, 0, p.Timestamp
-	}
-	if r.n+len(p.Payload) > len(r.buf) {
-		r.n, r.ts = 0, p.Timestamp
-	}
-	r.n += copy(r.buf[r.n:], p.Payload)
-	for r.n >= 160 {
-		r.out.PayloadType = p.PayloadType
-		r.out.SSRC = p.SSRC
-		r.out.Timestamp = r.ts
-		r.out.SequenceNumber = r.seq
-		r.out.Marker = false
-		r.out.ReceivedAt = p.ReceivedAt
-		r.out.Payload = append(r.out.Payload[:0], r.buf[:160]...)
-		rx.Push(&r.out)
-		r.seq++
-		r.ts += 160
-		r.n = copy(r.buf[:], r.buf[160:r.n])
-	}
 }

@@ -2,7 +2,6 @@ package webrtc
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,23 +19,6 @@ type rtpReader interface {
 	Read(b []byte) (int, interceptor.Attributes, error)
 }
 
-// Playout timing of a receive path (see audioReceiver).
-const (
-	// playoutEarly is how long before its slot a packet's arrival may produce the slot's frame.
-	playoutEarly = 10 * time.Millisecond
-	// playoutLate is how long past its slot a frame waits for its packet before the playout
-	// clock produces it without (Opus DTX, loss, a late packet). The clock ticks every 20 ms at
-	// its own phase, so the wait is 10 to 30 ms.
-	playoutLate = 10 * time.Millisecond
-	// playoutMaxLag: a schedule further behind than this restarts from now rather than
-	// producing a burst of frames.
-	playoutMaxLag = 3 * media.FrameDuration
-	// playoutMaxStep bounds how far one arrival moves the schedule towards it.
-	playoutMaxStep = 2 * time.Millisecond
-	// playoutGain is the share of an arrival's offset from its slot that the schedule follows.
-	playoutGain = 8 // 1/8
-)
-
 // audioReceiverStats count what an audioReceiver did.
 type audioReceiverStats struct {
 	Packets     uint64 // RTP packets received
@@ -44,48 +26,35 @@ type audioReceiverStats struct {
 	ClockFrames uint64 // of which the playout clock produced (nothing arrived in time)
 }
 
-// audioReceiver is the receive path of one browser track: RTP → jitter buffer → decode (Opus
-// at 48 kHz with FEC and loss concealment, or PCMU) → resample → 16 kHz 20 ms frames, handed to
-// deliver once per 20 ms, with the statistics for RTCP receiver reports (RFC 3550 §6.4).
+// audioReceiver is the receive path of one browser track: a thin adapter from Pion's packets
+// to media.Playout, the receive chain the SIP legs use too (issue 20's one playout chain: jitter
+// buffer, decode of Opus at 48 kHz with FEC and loss concealment or PCMU, resampling to 16 kHz
+// 20 ms frames), with the statistics for RTCP receiver reports (RFC 3550 §6.4) and the SFU
+// forwarding of the caller's packets.
 //
-// Playout follows a 20 ms schedule that the packets themselves drive: the reader goroutine
-// pushes each packet and, when the packet's slot is due (from playoutEarly before to
-// playoutLate after), produces the frame at once; every arrival also pulls the schedule a little
-// towards it (a first-order loop), so it follows the sender's clock and keeps the packets
-// centred on their slots. The browser's packets and the frames therefore share one goroutine
-// wake-up per 20 ms, and a jitter buffer between them still absorbs bursts and reordering. When
-// nothing arrives (Opus DTX during the caller's silences, loss) the service's playoutClock
-// produces the overdue frames itself (catchUp, on the clock's goroutine): the engine keeps
-// getting silence, not a hole, so endpointing hears the caller stop. A call has no playout
-// goroutine or timer of its own.
-//
-// A mutex held for the buffer work and delivery (no I/O) serializes the reader and the clock;
-// deliver must not block and must not call back into the receiver. Nothing allocates per packet
-// or frame.
+// The reader goroutine pushes each packet (Receive); a packet next in sequence is decoded and
+// delivered at once, so the browser's packets and the frames share one goroutine wake-up per
+// 20 ms. The service's playoutClock steps the chain every 20 ms (catchUp): when the packets
+// fall behind (Opus DTX during the caller's silences, loss, a late packet) it produces the
+// frames owed itself, so the engine keeps getting silence, not a hole, and endpointing hears the
+// caller stop. A call has no playout goroutine or timer of its own. deliver must not block and
+// must not call back into the receiver. Nothing allocates per packet or frame.
 type audioReceiver struct {
-	mu       sync.Mutex
-	rx       *media.RTPReceiver
+	play    *media.Playout
+	deliver func(*media.Frame)
+	forward func(*rtp.Packet)    // SFU listeners of this track; must not keep the packet
+	now     func() time.Duration // the monotonic media clock
+
+	mu       sync.Mutex // guards what follows (Receive's bookkeeping, the RTCP statistics)
 	pkt      media.RTPPacket
-	frame    media.Frame
-	deliver  func(*media.Frame)
-	forward  func(*rtp.Packet) // SFU listeners of this track; must not keep the packet
 	stats    receptionStats
-	now      func() time.Duration // the monotonic media clock
-	late     time.Duration        // playoutLate, plus the socket's read period when reads are batched
-	early    time.Duration        // playoutEarly, plus the socket's read period when reads are batched
-	period   time.Duration        // the socket's read period when reads are batched, else 0
-	arriving bool                 // Receive is handling the packet that arrived at arrival
-	arrival  time.Duration
-	started  bool          // a packet arrived: the schedule runs
-	next     time.Duration // when the next frame is due
+	period   time.Duration // the socket's read period when reads are batched, else 0
+	next     time.Duration // batched reads: the earliest the next packet can have arrived
+	started  bool
 	closed   bool
 	closeErr error
 
-	due         atomic.Int64 // next + late once started, for the clock's lock-free check
-	lastRTP     atomic.Int64 // arrival of the last packet on the media clock; 0 before any
-	packets     atomic.Uint64
-	frames      atomic.Uint64
-	clockFrames atomic.Uint64
+	lastRTP atomic.Int64 // arrival of the last packet on the media clock; 0 before any
 }
 
 func newAudioReceiver(c Codec, pt uint8, deliver func(*media.Frame)) (*audioReceiver, error) {
@@ -104,121 +73,40 @@ func newAudioReceiverClock(c Codec, pt uint8, deliver func(*media.Frame), now fu
 		return nil, fmt.Errorf("webrtc: cannot receive codec %q", c)
 	}
 	info.PayloadType = pt
-	r := &audioReceiver{deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now, late: playoutLate, early: playoutEarly}
-	rx, err := media.NewRTPReceiver(media.RTPReceiverConfig{
-		Codec: info, OutputRate: media.PipelineRate, MinDelay: 20 * time.Millisecond, MaxDelay: 120 * time.Millisecond,
-		Now: r.jitterNow,
-	})
+	play, err := media.NewPlayout(media.PlayoutConfig{Codec: info, OutputRate: media.PipelineRate})
 	if err != nil {
 		return nil, err
 	}
-	r.rx = rx
-	r.due.Store(math.MaxInt64)
-	return r, nil
+	play.SetSink(deliver)
+	return &audioReceiver{play: play, deliver: deliver, stats: newReceptionStats(uint32(info.ClockRate)), now: now}, nil
 }
 
-// jitterNow is the jitter buffer's clock (it runs under mu): the arrival Receive is handling,
-// else the media clock.
-func (r *audioReceiver) jitterNow() time.Time {
-	if r.arriving {
-		return monoEpoch.Add(r.arrival)
-	}
-	return monoEpoch.Add(r.now())
-}
-
-// batchedReads widens the playout window for a socket read once per period: a packet may reach
-// the receiver up to a period after it arrived, and the packets of a period come together (two
-// of one call when its packets straddle a read). A frame waits that much longer before it is
-// concealed, and an arrival may produce the frame of a slot up to that much further ahead, so
-// that a pair delivered together plays as two frames rather than leaving the schedule behind
-// the packets. And the arrival of a packet read on schedule is taken to be its slot: a read
-// only says that the packet came in the period before it, and the read's own time would show
-// the jitter buffer up to a period of jitter that the network did not add (it would deepen the
-// buffer by as much, and conceal a frame each time it did).
+// batchedReads tells the receiver that the socket is read once per period: a packet may reach
+// the receiver up to a period after it arrived, and the packets of a period come together. The
+// playout needs no change for it (a packet up to its slack of two to three frames late still
+// plays), but the arrival of a packet is taken to be no earlier than a period before its read
+// and no earlier than 20 ms after the previous packet's: the read's own time would show the
+// reception statistics up to a period of jitter that the network did not add.
 func (r *audioReceiver) batchedReads(period time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.late, r.early, r.period = playoutLate+period, playoutEarly+period, period
+	r.period = period
 }
 
-// Push stores one packet that arrived at `at` (media clock) without producing a frame: Receive
-// is the receive path; Push and Tick drive the receiver by hand.
-func (r *audioReceiver) Push(p *rtp.Packet, at time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.closed {
-		r.pushLocked(p, at)
-	}
-}
-
-// Tick produces one frame now and delivers it; before the first packet it does nothing.
-func (r *audioReceiver) Tick() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started && !r.closed {
-		r.playLocked()
-		r.next += media.FrameDuration
-		r.due.Store(int64(r.next + r.late))
-	}
-}
-
-// Receive stores one packet that arrived at `at` and produces the frames that are due: the
-// ones overdue by more than playoutLate (the clock had not got to them), then this slot's if
-// it is no more than playoutEarly away.
+// Receive takes one packet that arrived at `at` (media clock) into the playout, which delivers
+// the frames now next in sequence.
 func (r *audioReceiver) Receive(p *rtp.Packet, at time.Duration) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return
 	}
 	if r.period > 0 && r.started {
-		// Read in a batch: it came at some time in the period before the read; the schedule's
-		// slot when that falls in the period.
+		// Read in a batch: it came at some time in the period before the read.
 		at = min(max(r.next, at-r.period), at)
 	}
-	r.arriving, r.arrival = true, at
-	defer func() { r.arriving = false }()
-	r.pushLocked(p, at)
-	if at-r.next > playoutMaxLag {
-		r.next = at // stalled for long: start again from now rather than burst
-	}
-	for r.next+r.late <= at {
-		r.playLocked()
-		r.next += media.FrameDuration
-	}
-	offset := at - r.next // > 0: the packet came after its slot
-	if offset >= -r.early {
-		r.playLocked()
-		r.next += media.FrameDuration
-	}
-	r.next += min(max(offset/playoutGain, -playoutMaxStep), playoutMaxStep)
-	r.due.Store(int64(r.next + r.late))
-}
-
-// catchUp produces the frames overdue at now by playoutLate or more (the playout clock's path).
-func (r *audioReceiver) catchUp(now time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || !r.started {
-		return
-	}
-	if now-r.next > playoutMaxLag+r.late {
-		r.next = now - r.late // this goroutine was held up: one frame now, not a burst
-	}
-	for r.next+r.late <= now {
-		r.playLocked()
-		r.clockFrames.Add(1)
-		r.next += media.FrameDuration
-	}
-	r.due.Store(int64(r.next + r.late))
-}
-
-func (r *audioReceiver) pushLocked(p *rtp.Packet, at time.Duration) {
-	if !r.started {
-		r.started, r.next = true, at
-	}
+	r.started, r.next = true, at+media.FrameDuration
 	r.lastRTP.Store(int64(max(at, 1)))
-	r.packets.Add(1)
 	r.stats.update(p.SSRC, p.SequenceNumber, p.Timestamp, at)
 	r.pkt.PayloadType = p.PayloadType
 	r.pkt.Marker = p.Marker
@@ -227,18 +115,15 @@ func (r *audioReceiver) pushLocked(p *rtp.Packet, at time.Duration) {
 	r.pkt.SSRC = p.SSRC
 	r.pkt.ComfortNoise = p.PayloadType == media.PayloadTypeCN
 	r.pkt.Payload = p.Payload
-	r.rx.Push(&r.pkt)
+	r.pkt.ReceivedAt = monoEpoch.Add(at)
+	r.play.Push(&r.pkt) // under mu: the reader is the only caller, mu only keeps pkt whole
 	r.pkt.Payload = nil
+	r.mu.Unlock()
 }
 
-func (r *audioReceiver) playLocked() {
-	_, _ = r.rx.ReadFrame(&r.frame) // errors come with a usable (concealed) frame
-	r.frames.Add(1)
-	r.deliver(&r.frame)
-}
-
-// overdue reports whether the next frame is overdue at now by playoutLate (lock-free).
-func (r *audioReceiver) overdue(now time.Duration) bool { return int64(now) >= r.due.Load() }
+// catchUp runs the playout's 20 ms steps due at now (the playout clock's path): the frames
+// owed when the packets are behind.
+func (r *audioReceiver) catchUp(now time.Duration) { r.play.Tick(monoEpoch.Add(now)) }
 
 // LastPacket returns when the last packet arrived (zero before any).
 func (r *audioReceiver) LastPacket() time.Time {
@@ -251,7 +136,8 @@ func (r *audioReceiver) LastPacket() time.Time {
 
 // Stats returns the packet and frame counts.
 func (r *audioReceiver) Stats() audioReceiverStats {
-	return audioReceiverStats{Packets: r.packets.Load(), Frames: r.frames.Load(), ClockFrames: r.clockFrames.Load()}
+	st := r.play.Stats()
+	return audioReceiverStats{Packets: st.Packets, Frames: st.Delivered, ClockFrames: st.ClockFrames}
 }
 
 // receptionReport returns the RTCP reception report block for the stream (RFC 3550 §6.4.1)
@@ -304,7 +190,7 @@ func (r *audioReceiver) Close() error {
 	defer r.mu.Unlock()
 	if !r.closed {
 		r.closed = true
-		r.closeErr = r.rx.Close()
+		r.closeErr = r.play.Close()
 	}
 	return r.closeErr
 }

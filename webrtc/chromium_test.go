@@ -138,7 +138,7 @@ func TestBrowserCall(t *testing.T) {
 	if ms.PacketsReceived < 50 || ms.PacketsSent < 50 || ms.RemoteReports < 2 {
 		t.Errorf("media stats %+v: want the browser's packets, the agent's packets and Chrome's reports counted", ms)
 	}
-	if ms.PacketsLost > ms.PacketsReceived/10 || ms.Jitter <= 0 || ms.Jitter > time.Second || ms.RemoteJitter > time.Second {
+	if ms.PacketsLost > ms.PacketsReceived/10 || ms.Jitter <= 0 || ms.Jitter > time.Second || ms.RemoteJitter > time.Second || ms.Concealed > ms.PacketsReceived/10 {
 		t.Errorf("media stats %+v: loss or jitter out of range for a call on loopback", ms)
 	}
 }

@@ -16,6 +16,10 @@ type MediaStats struct {
 	PacketsReceived uint64
 	PacketsLost     uint64 // expected minus received, never negative
 	Jitter          time.Duration
+	// Concealed counts 20 ms frames made up for lost packets and Late the packets that came
+	// after their turn to play, as sip.CallStats does (one receive chain, media.Playout).
+	Concealed uint64
+	Late      uint64
 
 	PacketsSent       uint64
 	RemoteReports     uint64
@@ -32,6 +36,8 @@ func (p *peer) mediaStats() MediaStats {
 		r.mu.Lock()
 		st.PacketsReceived, st.PacketsLost, st.Jitter = r.stats.totals()
 		r.mu.Unlock()
+		ps := r.play.Stats()
+		st.Concealed, st.Late = ps.Concealed, ps.Jitter.Late
 	}
 	if s := p.sender.Load(); s != nil {
 		st.PacketsSent, _, _ = s.Stats()

@@ -15,15 +15,15 @@ var monoEpoch = time.Now()
 // are all durations since monoEpoch.
 func monoNow() time.Duration { return time.Since(monoEpoch) }
 
-// playoutClock is the service's one fallback clock for every receive path. While a page sends
-// audio, the arrival of each packet drives its call's playout (see audioReceiver), so a call
-// costs no timer wake-up of its own; when a page goes quiet (Opus DTX in its silences, loss, a
-// late packet), every 20 ms the clock produces the overdue frames of those receivers itself.
-// It has no goroutine or timer of its own either: while receivers are registered it is one
-// stream of the process's shared media clock (media.SharedClock, which also paces the agents'
-// voices), so the whole process wakes once per 20 ms per clock shard for both. A tick reads one
-// atomic per receiver and works only for the overdue ones (a concealed or DTX frame: a decode
-// and the engine's frame path, some microseconds).
+// playoutClock is the service's one clock for every receive path. While a page sends audio,
+// the arrival of each packet drives its call's playout (see audioReceiver), so a call costs no
+// timer wake-up of its own; every 20 ms the clock steps each receiver's playout, which produces
+// the frames owed when the packets fell behind (Opus DTX in the page's silences, loss, a late
+// packet). It has no goroutine or timer of its own either: while receivers are registered it is
+// one stream of the process's shared media clock (media.SharedClock, which also paces the
+// agents' voices), so the whole process wakes once per 20 ms per clock shard for both. A step
+// whose packets are on time is a counter under the receiver's mutex; an owed frame is a
+// concealment or a silence frame and the engine's frame path (some microseconds).
 type playoutClock struct {
 	clock *media.Clock
 	now   func() time.Duration
@@ -33,7 +33,7 @@ type playoutClock struct {
 	unreg func() // takes the clock off the media clock; nil while it has no receivers
 
 	tickMu sync.Mutex       // one tick at a time (the media clock's, or a test's)
-	due    []*audioReceiver // tick's scratch: the receivers overdue at this tick
+	due    []*audioReceiver // tick's scratch: the receivers registered at this tick
 }
 
 func newPlayoutClock() *playoutClock {
@@ -69,22 +69,17 @@ func (c *playoutClock) len() int {
 	return len(c.rx)
 }
 
-// Tick is the media clock's tick (media.ClockTicker): the overdue frames at the media clock's
+// Tick is the media clock's tick (media.ClockTicker): every playout's step at the media clock's
 // now.
 func (c *playoutClock) Tick(time.Time) { c.tick(c.now()) }
 
-// tick produces the overdue frames of every receiver whose next frame is overdue at now. The
-// receivers are taken under the lock and served after it, so that registering a call never
-// waits for a tick's decoding.
+// tick steps every receiver's playout at now. The receivers are taken under the lock and served
+// after it, so that registering a call never waits for a tick's decoding.
 func (c *playoutClock) tick(now time.Duration) {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
 	c.mu.Lock()
-	for _, r := range c.rx {
-		if r.overdue(now) {
-			c.due = append(c.due, r)
-		}
-	}
+	c.due = append(c.due, c.rx...)
 	c.mu.Unlock()
 	for i, r := range c.due {
 		r.catchUp(now)

@@ -96,9 +96,10 @@ type Options struct {
 	// period rather than once per packet of every call (the largest cost of a call after the
 	// codecs), at the price of up to one period of delay on incoming audio and handshakes
 	// (10 ms on average at 20 ms). 0 means DefaultReadPeriod (20 ms: the browsers' packet
-	// period, so each call's packet of a period comes in one read; 10 ms measured dearer and,
-	// under ±1 ms of network jitter, concealed a frame more per 1,000 in the simulation of
-	// TestAudioReceiverPlayoutBatchedReads); negative reads each packet as it arrives.
+	// period, so each call's packet of a period comes in one read; 10 ms measured dearer; the
+	// playout's slack of three frames covers either, no frame more is concealed in the
+	// simulation of TestAudioReceiverPlayoutBatchedReads); negative reads each packet as it
+	// arrives.
 	ReadPeriod time.Duration
 	// OpusApplication is the Opus encoder's mode for audio sent to pages: OpusLowDelay
 	// (default, DefaultOpusApplication) or OpusVoIP (with in-band FEC, at about four times the
