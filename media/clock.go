@@ -100,7 +100,8 @@ func NewClock(o ClockOptions) *Clock {
 		o.Now = time.Now
 	}
 	if o.NewTicker == nil {
-		o.NewTicker = func(d time.Duration) ClockSource { return sysTicker{time.NewTicker(d)} }
+		// On the grid (GridDelay): the shards tick together, and with the other media tickers.
+		o.NewTicker = func(d time.Duration) ClockSource { return sysTicker{NewGridTicker(d)} }
 	}
 	c := &Clock{period: o.Period, now: o.Now, newTk: o.NewTicker}
 	for range o.Shards {

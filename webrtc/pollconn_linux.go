@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/parley-voice/parley/media"
 )
 
 // pollBatch is how many datagrams one recvmmsg call may take off the shared socket.
@@ -114,7 +116,7 @@ func (p *pollConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {
 			// after each batch, so that handling a batch (or a late wake-up) does not push
 			// the reads later and later.
 			if p.tk == nil {
-				p.tk = time.NewTicker(p.period)
+				p.tk = media.NewGridTicker(p.period) // in phase with the media clock's ticks
 			}
 			<-p.tk.C
 			continue
