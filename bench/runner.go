@@ -524,6 +524,11 @@ func (r *Runner) capacity(ctx context.Context) ScenarioResult {
 	return sc
 }
 
+// rateMaxSetupP95 is the setup p95 (INVITE to 200 OK) past which a rate step counts as
+// overloaded: a fifth of SIP's 500 ms retransmission timer T1, and about 50 times the unloaded
+// setup.
+const rateMaxSetupP95 = 100 * time.Millisecond
+
 func (r *Runner) rate(ctx context.Context) ScenarioResult {
 	sc := ScenarioResult{Name: ScenarioRate}
 	steps := append([]float64(nil), r.cfg.RateSteps...)
@@ -535,9 +540,15 @@ func (r *Runner) rate(ctx context.Context) ScenarioResult {
 		n := int(cps*r.cfg.RateStepDuration.Seconds() + 0.5)
 		st := r.runStep(ctx, stepSpec{scenario: ScenarioRate, kind: KindSIP, calls: max(n, 1), rate: cps,
 			interval: time.Duration(float64(time.Second) / cps), hold: r.cfg.RateHold})
-		pass := st.Failed == 0 && !st.Saturated
+		// Answering every call is not enough: a node past its capacity answers them all, seconds
+		// late, as its queues grow. A step also fails when its setup p95 passes RateMaxSetupP95.
+		late := st.Setup.N > 0 && st.Setup.P95 > Ms(rateMaxSetupP95)
+		pass := st.Failed == 0 && !st.Saturated && !late
 		st.Pass = &pass
 		st.Verdict = fmt.Sprintf("%d/%d failed, setup p95 %s, first audio p95 %s", st.Failed, st.Calls, fmtMs(st.Setup.P95), fmtMs(st.Greeting.P95))
+		if late {
+			st.Verdict += fmt.Sprintf(", setup p95 over %s: overloaded", fmtMs(Ms(rateMaxSetupP95)))
+		}
 		if st.Saturated {
 			st.Verdict += ", generator saturated"
 		}
