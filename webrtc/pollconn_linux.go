@@ -27,7 +27,7 @@ const pollBatch = 64
 // instead of once per packet of every call, and a burst of N datagrams costs one system call
 // instead of N (plus the poller's). The price is up to one period of added delay on the way in
 // (Options.ReadPeriod; the page's audio is played out by the packets' own schedule, see
-// audioReceiver, whose wait for a late packet grows by the period).
+// the receive chain (media.Playout), whose slack of three frames covers it).
 // Without calls it blocks in the poller as a plain socket does, so an idle node costs nothing.
 //
 // Writes go straight to the socket (embedded *net.UDPConn). Not safe for concurrent reads: the
