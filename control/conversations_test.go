@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func TestWorkerRunsConversationJobs(t *testing.T) {
 		}
 		return len(js)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	// Generous: under -race beside other packages' tests the first runs have taken 16 s.
+	deadline := time.Now().Add(40 * time.Second)
 	for _, k := range []string{kindDialDue, kindReapLost, kindReapDeadNodes, kindPurgeAttachments, kindPurgeAgents, kindPurgeIdempotency, kindPurgeJobs, kindPurgeAudit, kindEndIdleChats} {
 		want := 1
 		if k == kindDialDue || k == kindReapDeadNodes {
@@ -46,7 +48,12 @@ func TestWorkerRunsConversationJobs(t *testing.T) {
 		}
 		for done(k) < want {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d runs done, want %d", k, done(k), want)
+				all, _ := n.Store.ListJobs(context.Background(), store.JobFilter{Kind: k})
+				var seen []string
+				for _, j := range all {
+					seen = append(seen, fmt.Sprintf("%s attempts=%d err=%q", j.State, j.Attempts, j.LastError))
+				}
+				t.Fatalf("%s: %d runs done, want %d; its jobs: %v", k, done(k), want, seen)
 			}
 			time.Sleep(20 * time.Millisecond) // polling interval
 		}
