@@ -135,7 +135,10 @@ func TestBrowserCall(t *testing.T) {
 	waitFor(t, 5*time.Second, "the page shows the end", func() bool { return rigtest.ReadStats(t, p).State == "ended" })
 	ms := port.MediaStats()
 	t.Logf("media stats: %+v", ms)
-	if ms.PacketsReceived < 50 || ms.PacketsSent < 50 || ms.RemoteReports < 2 {
+	// The agent's side is counted, not timed: how much of its speech goes out before the fake
+	// microphone barges in and the page hangs up varies (34–49 packets seen in CI), so 20
+	// packets (0.4 s of speech) is the floor.
+	if ms.PacketsReceived < 50 || ms.PacketsSent < 20 || ms.RemoteReports < 2 {
 		t.Errorf("media stats %+v: want the browser's packets, the agent's packets and Chrome's reports counted", ms)
 	}
 	if ms.PacketsLost > ms.PacketsReceived/10 || ms.Jitter <= 0 || ms.Jitter > time.Second || ms.RemoteJitter > time.Second || ms.Concealed > ms.PacketsReceived/10 {
