@@ -486,31 +486,37 @@ func (q *Queries) UpdateWhatsAppMessage(ctx context.Context, id WhatsAppMessageI
 // ApplyWhatsAppStatus records a status webhook on the outbound message with wamid of sender:
 // a status never moves a message back (failed is last). It returns the message as it is now,
 // and whether the status changed it; ErrNotFound when no such message was sent.
+//
+// Two status webhooks of one message may be applied at once (the job queue runs several on
+// PostgreSQL), so the rank is checked in the UPDATE itself: under READ COMMITTED, a check made
+// on an earlier SELECT would let "delivered" overwrite a "failed" committed in between.
 func (q *Queries) ApplyWhatsAppStatus(ctx context.Context, sender WhatsAppSenderID, wamid, status string, code *int, title string) (WhatsAppMessage, bool, error) {
 	rank, ok := waStatusRank[status]
 	if !ok || status == WAPending || status == WAAccepted {
 		return WhatsAppMessage{}, false, fmt.Errorf("store: %w: whatsapp status %q", ErrInvalid, status)
 	}
+	var lower []any
+	marks := ""
+	for st, r := range waStatusRank {
+		if r < rank {
+			lower = append(lower, st)
+			marks += fmt.Sprintf(", $%d", 7+len(lower))
+		}
+	}
 	var m WhatsAppMessage
 	changed := false
 	err := q.atomic(ctx, func(q *Queries) error {
-		err := q.get(ctx, "find whatsapp message", `SELECT `+waMsgCols+` FROM whatsapp_messages WHERE wamid = $1 AND sender_id = $2 AND direction = 'outbound'`,
-			[]any{wamid, string(sender)}, func(r rowScanner) (err error) { m, err = scanWAMsg(r); return err })
+		args := append([]any{status, code, nullText(title), ts(q.s.timeNow()), wamid, string(sender), "outbound"}, lower...)
+		res, err := q.exec(ctx, "apply whatsapp status",
+			`UPDATE whatsapp_messages SET status = $1, error_code = COALESCE($2, error_code), error_title = COALESCE($3, error_title),
+			updated_at = $4 WHERE wamid = $5 AND sender_id = $6 AND direction = $7 AND status IN (`+marks[2:]+`)`, args...)
 		if err != nil {
 			return err
 		}
-		if waStatusRank[m.Status] >= rank {
-			return nil
-		}
-		u := WhatsAppMessageUpdate{Status: status, ErrorCode: code, ErrorTitle: title}
-		if err := q.UpdateWhatsAppMessage(ctx, m.ID, u); err != nil {
-			return err
-		}
-		m.Status, changed = status, true
-		if code != nil {
-			m.ErrorCode, m.ErrorTitle = code, title
-		}
-		return nil
+		n, _ := res.RowsAffected()
+		changed = n > 0
+		return q.get(ctx, "find whatsapp message", `SELECT `+waMsgCols+` FROM whatsapp_messages WHERE wamid = $1 AND sender_id = $2 AND direction = 'outbound'`,
+			[]any{wamid, string(sender)}, func(r rowScanner) (err error) { m, err = scanWAMsg(r); return err })
 	})
 	return m, changed, err
 }

@@ -5,6 +5,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,39 @@ func testWhatsApp(t *testing.T, open Opener) {
 	msgs := must[[]store.WhatsAppMessage](t, "List")(s.ListWhatsAppMessages(ctx, conv.ID, store.Page{Limit: 10}))
 	if len(msgs) != 2 || msgs[1].Status != store.WAFailed || msgs[1].ErrorCode == nil || *msgs[1].ErrorCode != code || msgs[1].SentAt == nil || msgs[0].WAMID != "wamid.IN1" {
 		t.Fatalf("messages: %+v", msgs)
+	}
+	// Status webhooks of one message applied at once (Meta sends "delivered" and "failed" close
+	// together, and the job queue runs them side by side): the highest rank wins whichever
+	// commits last.
+	for i := range 12 {
+		wamid := fmt.Sprintf("wamid.RACE%d", i)
+		o := must[store.WhatsAppMessage](t, "Insert race")(s.InsertWhatsAppMessage(ctx, store.WhatsAppMessage{OrgID: w.org.ID, SenderID: snd.ID,
+			ConversationID: conv.ID, Direction: store.WAOutbound, UserID: "16505551234", Type: "text", Status: store.WAPending}))
+		if err := s.UpdateWhatsAppMessage(ctx, o.ID, store.WhatsAppMessageUpdate{WAMID: wamid, Status: store.WAAccepted, SentAt: &t0}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var changes atomic.Int32
+		for _, st := range []string{store.WASent, store.WADelivered, store.WARead, store.WAFailed} {
+			wg.Go(func() {
+				var c *int
+				if st == store.WAFailed {
+					c = &code
+				}
+				_, changed, err := s.ApplyWhatsAppStatus(ctx, snd.ID, wamid, st, c, "")
+				if err != nil {
+					t.Errorf("%s %s: %v", wamid, st, err)
+				}
+				if changed {
+					changes.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		got := must[store.WhatsAppMessage](t, "Get race")(s.GetWhatsAppMessage(ctx, o.ID))
+		if got.Status != store.WAFailed || got.ErrorCode == nil || *got.ErrorCode != code || changes.Load() < 1 {
+			t.Fatalf("%s after four statuses at once: %s (code set %v), %d changes; want failed", wamid, got.Status, got.ErrorCode != nil, changes.Load())
+		}
 	}
 	if _, err := s.EndConversation(ctx, conv.ID, store.ConversationEnd{Reason: "completed", At: time.Now()}); err != nil {
 		t.Fatal(err)
