@@ -3,7 +3,6 @@
 package webrtc
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -11,14 +10,14 @@ import (
 )
 
 // pollConn batches the shared socket's reads with recvmmsg(2), which only Linux has; elsewhere
-// the UDP mux reads the socket itself.
+// the UDP mux reads a net.UDPConn itself.
 type pollConn struct {
 	*net.UDPConn
 	polls, datagrams atomic.Uint64
 }
 
-func newPollConn(c *net.UDPConn, period time.Duration, active func() bool) (*pollConn, error) {
-	return nil, errors.New("webrtc: batched reads need Linux")
+func listenPollConn(network string, laddr *net.UDPAddr, bufSize int, period time.Duration, active func() bool) (*pollConn, error) {
+	return nil, errPollUnsupported
 }
 
 func (p *pollConn) ReadFromAddrPort(b []byte) (int, netip.AddrPort, error) {

@@ -77,6 +77,9 @@ func parseCodecs(names []string) ([]Codec, error) {
 	return out, nil
 }
 
+// errPollUnsupported: batched reads of the shared socket are not available on this system.
+var errPollUnsupported = errors.New("webrtc: batched reads need Linux")
+
 // udpSocketBuffer is the size asked for the shared UDP socket's kernel buffers.
 const udpSocketBuffer = 4 << 20
 
@@ -85,8 +88,8 @@ const udpSocketBuffer = 4 << 20
 // mux: STUN usernames tell the connections apart, RFC 8445 §5.1.1 candidates all on one port).
 type rtcAPI struct {
 	api    *pion.API
-	conn   *net.UDPConn
-	poll   *pollConn // nil when the mux reads conn packet by packet
+	local  *net.UDPAddr
+	poll   *pollConn // nil when the mux reads a net.UDPConn packet by packet
 	mux    *ice.UDPMuxDefault
 	codecs []Codec
 }
@@ -125,24 +128,34 @@ func newRTCAPI(o rtcAPIOptions) (*rtcAPI, error) {
 	if ip.To4() == nil {
 		network, ntype = "udp6", pion.NetworkTypeUDP6
 	}
-	conn, err := net.ListenUDP(network, &net.UDPAddr{IP: ip, Port: o.Port})
-	if err != nil {
-		return nil, fmt.Errorf("webrtc: listen on UDP %s: %w", net.JoinHostPort(ip.String(), fmt.Sprint(o.Port)), err)
-	}
-	// Every call's media shares this socket: room for bursts from many calls (the kernel caps
-	// the sizes at net.core.rmem_max / wmem_max).
-	_ = conn.SetReadBuffer(udpSocketBuffer)
-	_ = conn.SetWriteBuffer(udpSocketBuffer)
+	laddr := &net.UDPAddr{IP: ip, Port: o.Port}
 	logs := pionLogs{log: o.Log}
-	var muxConn net.PacketConn = conn
+	var muxConn net.PacketConn
 	var poll *pollConn
 	if o.ReadPeriod > 0 && o.Active != nil {
-		if poll, err = newPollConn(conn, o.ReadPeriod, o.Active); err == nil {
+		// Every call's media shares this socket: room for bursts from many calls (the kernel
+		// caps the sizes at net.core.rmem_max / wmem_max).
+		var err error
+		poll, err = listenPollConn(network, laddr, udpSocketBuffer, o.ReadPeriod, o.Active)
+		switch {
+		case err == nil:
 			muxConn = poll
-		} else {
-			poll = nil // not on this system: the mux reads the socket itself
+		case errors.Is(err, errPollUnsupported):
+			poll = nil
+		default:
+			return nil, fmt.Errorf("webrtc: listen on UDP %s: %w", laddr, err)
 		}
 	}
+	if muxConn == nil { // reads packet by packet, or batched reads not on this system
+		conn, err := net.ListenUDP(network, laddr)
+		if err != nil {
+			return nil, fmt.Errorf("webrtc: listen on UDP %s: %w", laddr, err)
+		}
+		_ = conn.SetReadBuffer(udpSocketBuffer)
+		_ = conn.SetWriteBuffer(udpSocketBuffer)
+		muxConn = conn
+	}
+	local := muxConn.LocalAddr().(*net.UDPAddr)
 	mux := ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: muxConn, Logger: logs.NewLogger("udpmux")})
 
 	m := &pion.MediaEngine{}
@@ -181,11 +194,11 @@ func newRTCAPI(o rtcAPIOptions) (*rtcAPI, error) {
 		}
 	}
 	api := pion.NewAPI(pion.WithMediaEngine(m), pion.WithInterceptorRegistry(ir), pion.WithSettingEngine(se))
-	return &rtcAPI{api: api, conn: conn, poll: poll, mux: mux, codecs: o.Codecs}, nil
+	return &rtcAPI{api: api, local: local, poll: poll, mux: mux, codecs: o.Codecs}, nil
 }
 
 // LocalAddr returns the UDP address every ICE candidate of the service uses.
-func (a *rtcAPI) LocalAddr() *net.UDPAddr { return a.conn.LocalAddr().(*net.UDPAddr) }
+func (a *rtcAPI) LocalAddr() *net.UDPAddr { return a.local }
 
 // newPeerConnection creates a peer connection on the shared port. The service needs no STUN
 // server: its candidates are its own addresses (or the NAT 1:1 public IP).
