@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/parley-voice/parley/control/runtime"
+	"github.com/parley-voice/parley/internal/procs"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
 	"github.com/parley-voice/parley/webrtc"
@@ -212,6 +213,10 @@ func newMetrics() *metrics {
 	reg.MustRegister(m.requests, m.duration, m.draining, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.voice.collectors()...)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "parley_gomaxprocs_changes_total",
+		Help: "Times low-load tuning changed the Go scheduler's processors (PARLEY_LOW_LOAD_TUNING; the current number is go_sched_gomaxprocs_threads).",
+	}, func() float64 { return float64(procs.Changes()) }))
 	return m
 }
 

@@ -23,5 +23,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "parley: second signal, stopping now")
 		os.Exit(2)
 	}()
+	restart = func(env []string) error {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return syscall.Exec(exe, os.Args, env)
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

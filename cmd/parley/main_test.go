@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -408,5 +410,55 @@ func TestAdminHelp(t *testing.T) {
 	shared := strings.Index(out, "Settings shared with the server")
 	if !strings.HasPrefix(out, "Usage: parley admin keys revoke [flags]") || own < 0 || shared < own || !strings.Contains(out[shared:], "--database-url") || strings.Contains(out[:shared], "--database-url") {
 		t.Fatalf("help:\n%s", out)
+	}
+}
+
+// TestServeLowLoadTuning (issue 20): `parley serve` starts itself again, in the same process,
+// with GODEBUG's scheduler trace at its longest period (keeping sysmon out of deep sleep), and an
+// idle node drops to one Go processor; with PARLEY_LOW_LOAD_TUNING=false it does neither.
+func TestServeLowLoadTuning(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.NumCPU() < 2 {
+		t.Skip("needs Linux's /proc and two cores")
+	}
+	metric := func(s *server, name string) float64 {
+		resp, err := http.Get(s.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("/metrics has no %s", name)
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v
+	}
+	environ := func(s *server) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(b), "\x00", "\n")
+	}
+	on := startServer(t, []string{"PARLEY_DATA_DIR=" + t.TempDir(), "PARLEY_DATABASE_URL=", "PARLEY_REDIS_URL=", "GODEBUG=", "GOMAXPROCS="})
+	if env := environ(on); !strings.Contains(env, "\nGODEBUG=schedtrace=2147483647\n") {
+		t.Fatalf("the serving process (pid %d, the one started) has no scheduler trace in GODEBUG:\n%s", on.cmd.Process.Pid, env)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for metric(on, "go_sched_gomaxprocs_threads") != 1 || metric(on, "parley_gomaxprocs_changes_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle node kept %v processors (%v changes)", metric(on, "go_sched_gomaxprocs_threads"), metric(on, "parley_gomaxprocs_changes_total"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	off := startServer(t, []string{"PARLEY_DATA_DIR=" + t.TempDir(), "PARLEY_DATABASE_URL=", "PARLEY_REDIS_URL=", "GODEBUG=", "GOMAXPROCS=", "PARLEY_LOW_LOAD_TUNING=false"})
+	if env := environ(off); strings.Contains(env, "schedtrace") {
+		t.Fatalf("tuning off, yet GODEBUG has a scheduler trace:\n%s", env)
+	}
+	time.Sleep(3 * time.Second) // longer than the adapter takes to go down (2 s of quiet)
+	if n := metric(off, "go_sched_gomaxprocs_threads"); n < 2 || metric(off, "parley_gomaxprocs_changes_total") != 0 {
+		t.Fatalf("tuning off: %v processors, %v changes", n, metric(off, "parley_gomaxprocs_changes_total"))
 	}
 }

@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/parley-voice/parley/control"
 	"github.com/parley-voice/parley/control/config"
+	"github.com/parley-voice/parley/internal/procs"
 )
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -22,6 +27,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := cfg.NewLogger(stderr)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.GCPercent)
+	}
+	if cfg.LowLoadTuning {
+		lowLoadTuning(ctx, log)
 	}
 	node, err := control.NewNode(ctx, cfg, log, stdout)
 	if err != nil {
@@ -51,4 +59,26 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "store (%s) at schema version %d; applied now: %v\n", st.Dialect(), v, applied)
 	return nil
+}
+
+// restart starts the binary again in place of this process with env (syscall.Exec: the same
+// pid, open descriptors closed on exec). main sets it; tests run commands in their own process
+// and leave it nil.
+var restart func(env []string) error
+
+// lowLoadTuning applies PARLEY_LOW_LOAD_TUNING (internal/procs): GODEBUG's scheduler trace at its
+// longest period, which the runtime reads only at start, so the process starts itself again with
+// it once; then GOMAXPROCS follows the load, unless the environment fixes it.
+func lowLoadTuning(ctx context.Context, log *slog.Logger) {
+	if v, add := procs.SysmonEnv(os.Getenv("GODEBUG")); add && restart != nil {
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GODEBUG=") })
+		err := restart(append(env, "GODEBUG="+v))
+		log.Warn("could not start again with GODEBUG for low-load tuning; going on without it", "err", err)
+	}
+	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) < 2 {
+		return
+	}
+	a := procs.New(procs.Options{})
+	log.Debug("low-load tuning: GOMAXPROCS follows the load", "max", runtime.GOMAXPROCS(0))
+	go a.Run(ctx)
 }
