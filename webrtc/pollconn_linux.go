@@ -206,7 +206,7 @@ func (p *pollConn) recv() (int, error) {
 	var r uintptr
 	var errno syscall.Errno
 	for {
-		r, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.msgs[0])), pollBatch, unix.MSG_DONTWAIT, 0, 0)
+		r, _, errno = unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.msgs[0])), pollBatch, unix.MSG_DONTWAIT, 0, 0)
 		if errno != unix.EINTR {
 			break
 		}
@@ -291,7 +291,7 @@ func (p *pollConn) WriteToAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	}
 	waited := false
 	for {
-		r, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(buf), uintptr(len(b)), 0, uintptr(sa), salen)
+		r, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(p.fd), uintptr(buf), uintptr(len(b)), 0, uintptr(sa), salen)
 		switch {
 		case errno == 0:
 			return int(r), nil
