@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -35,6 +34,7 @@ type Options struct {
 	DownAfter int           // default 8 (2 s at the default interval)
 
 	// CPU returns the process's CPU time so far (user + system); default getrusage(RUSAGE_SELF).
+	// A negative answer (no such measure on this system) keeps the adapter at Max.
 	CPU func() time.Duration
 	// Set changes the number of processors; default runtime.GOMAXPROCS, and
 	// runtime.SetDefaultGOMAXPROCS when going back to a Max that was the runtime's own default
@@ -139,6 +139,9 @@ func (a *Adapter) Run(ctx context.Context) {
 			changes.Add(1)
 		}
 	}()
+	if a.o.CPU() < 0 {
+		return // no CPU time on this system: stay at Max
+	}
 	a.Observe(time.Now(), a.o.CPU())
 	for {
 		select {
@@ -151,15 +154,6 @@ func (a *Adapter) Run(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// processCPU is the process's user plus system CPU time.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // SysmonSetting is the GODEBUG setting that keeps the runtime's monitor thread out of its deep
