@@ -127,8 +127,9 @@ func (a *Adapter) Observe(now time.Time, cpu time.Duration) (int, bool) {
 // Run samples the process every Interval until ctx ends, applying each change; at the end it
 // gives the process its Max processors back.
 func (a *Adapter) Run(ctx context.Context) {
-	if a.o.Max <= 1 {
-		return
+	cpu := a.o.CPU()
+	if a.o.Max <= 1 || cpu < 0 {
+		return // one processor, or no CPU time on this system: stay at Max
 	}
 	t := time.NewTicker(a.o.Interval)
 	defer t.Stop()
@@ -139,10 +140,7 @@ func (a *Adapter) Run(ctx context.Context) {
 			changes.Add(1)
 		}
 	}()
-	if a.o.CPU() < 0 {
-		return // no CPU time on this system: stay at Max
-	}
-	a.Observe(time.Now(), a.o.CPU())
+	a.Observe(time.Now(), cpu)
 	for {
 		select {
 		case <-ctx.Done():
