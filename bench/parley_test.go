@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/providers"
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/fakes"
@@ -64,7 +64,7 @@ func TestSIPCallerAgainstParley(t *testing.T) {
 			return cv, err
 		}}, nil
 	})
-	base := 20000 + 2*rand.IntN(15000) // a random range: other tests allocate RTP ports too
+	base := testenv.RTPBase(199) // a random range: other tests allocate RTP ports too
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 199}, RTPIP: netip.MustParseAddr("127.0.0.1"),
 		Router: router, Logger: quiet, Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})})

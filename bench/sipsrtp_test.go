@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/parley-voice/parley/control/providers"
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/session/fakes"
@@ -57,7 +57,7 @@ func srtpParley(t *testing.T, mode sip.SRTPMode) (*sip.Server, func() []*sip.Cal
 			return session.New(session.Options{ID: call.ID(), Agent: agent, LLM: llmc, STT: rec, TTS: syn, Log: quiet})
 		}}, nil
 	})
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(199)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 199}, RTPIP: netip.MustParseAddr("127.0.0.1"),
 		Router: router, Logger: quiet, Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "bench", URI: "sip:127.0.0.1:5099", Transport: sip.UDP,
 			SRTP: mode, SRTPOverClear: true, AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})})

@@ -71,7 +71,7 @@ snd_path %s
 // and writes the configuration.
 func (b *baresip) reconfigure(t testing.TB) {
 	t.Helper()
-	b.port = freePort(t, false)
+	b.port = testenv.FreeUDPPort(t, false)
 	b.live.Store(int64(b.port))
 	rtp := 40000 + 2*rand.IntN(9980)
 	writeFile(t, b.dir, "config", fmt.Sprintf(b.cfg, b.port, rtp, rtp+19))

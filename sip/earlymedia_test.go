@@ -34,7 +34,7 @@ func TestSippPrackEarlyMedia(t *testing.T) {
 	start := time.Now()
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100", "-m", "1",
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "30s", "-timeout_error"}
 	})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	sipgosip "github.com/emiago/sipgo/sip"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/media/mediatest"
 	"github.com/parley-voice/parley/media/stt"
@@ -182,7 +182,7 @@ func newServer(t testing.TB, o sip.Options) *sip.Server {
 	}
 	if o.RTPPorts == (media.PortRange{}) {
 		// 20000–39999: baresip's tests take 40000 and up.
-		base := 20000 + 2*rand.IntN(9800)
+		base := testenv.RTPBase(399)
 		o.RTPPorts = media.PortRange{Min: base, Max: base + 399}
 	}
 	if o.RTPIP == (netip.Addr{}) {

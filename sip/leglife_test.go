@@ -3,7 +3,6 @@ package sip_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
@@ -144,7 +144,7 @@ func lifeScenarios() []lifeScenario {
 func TestLegEndsEndEverything(t *testing.T) {
 	e := newEngine(t, engineOptions{noGreeting: true})
 	r := &lifeRouter{e: e, ringFor: 40 * time.Millisecond, calls: map[string]*lifeCall{}}
-	base := 20000 + 2*rand.IntN(9000)
+	base := testenv.RTPBase(599)
 	s, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPIP: netip.MustParseAddr("127.0.0.1"),
 		RTPPorts: media.PortRange{Min: base, Max: base + 599}, Router: r,
 		Trunks: sip.NewStaticTrunks(loopbackTrunk("loop")), MediaTimeout: 600 * time.Millisecond,

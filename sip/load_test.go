@@ -65,7 +65,7 @@ func TestSippLoad(t *testing.T) {
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100",
 			"-r", fmt.Sprint(rate), "-l", fmt.Sprint(limit), "-m", fmt.Sprint(calls),
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "60s", "-timeout_error", "-max_socket", "1000", "-trace_err"}
 	})
 	if err != nil {

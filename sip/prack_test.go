@@ -158,7 +158,7 @@ func TestSippPrackInbound(t *testing.T) {
 			ctx := ctxTimeout(t, 60*time.Second)
 			out, err := runSippCaller(t, ctx, dir, func() []string {
 				return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100", "-m", "1",
-					"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+					"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 					"-nostdin", "-timeout", "30s", "-timeout_error"}
 			})
 			if err != nil {
@@ -286,7 +286,7 @@ func TestSippPrackOutbound(t *testing.T) {
 	srv := newServer(t, sip.Options{})
 	dir := t.TempDir()
 	writeFile(t, dir, "uas.xml", sippUAS100rel)
-	port := freePort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	ctx := ctxTimeout(t, 60*time.Second)
 	type result struct {
 		out string
@@ -295,7 +295,7 @@ func TestSippPrackOutbound(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		out, err := runSipp(t, ctx, dir, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freePort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_err", "-error_file", "err.log")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_err", "-error_file", "err.log")
 		if b, rerr := os.ReadFile(filepath.Join(dir, "err.log")); rerr == nil {
 			out += "\n" + string(b)
 		}

@@ -98,7 +98,7 @@ func runSippUAS(t *testing.T, scenario string) (port int, wait func() (string, e
 	testenv.NeedCommand(t, "sipp")
 	dir := t.TempDir()
 	writeFile(t, dir, "uas.xml", scenario)
-	port = freePort(t, false)
+	port = testenv.FreeUDPPort(t, false)
 	ctx := ctxTimeout(t, 60*time.Second)
 	type result struct {
 		out string
@@ -107,7 +107,7 @@ func runSippUAS(t *testing.T, scenario string) (port int, wait func() (string, e
 	done := make(chan result, 1)
 	go func() {
 		out, err := runSipp(t, ctx, dir, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freePort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_err", "-error_file", "err.log")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_err", "-error_file", "err.log")
 		if b, rerr := os.ReadFile(filepath.Join(dir, "err.log")); rerr == nil {
 			out += "\n" + string(b)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
 	"github.com/parley-voice/parley/sip/siptest"
@@ -81,7 +82,7 @@ func TestKamailioRegistration(t *testing.T) {
 	ctx := ctxTimeout(t, 90*time.Second)
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{fmt.Sprintf("127.0.0.1:%d", k1.Port), "-sf", "uac.xml", "-s", "+14155550100", "-m", "1",
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "30s", "-timeout_error"}
 	})
 	if err != nil {

@@ -20,37 +20,6 @@ import (
 	"github.com/parley-voice/parley/sip"
 )
 
-// freePort returns a UDP port free on 127.0.0.1 (for sipp's -p and -mp, which take numbers).
-// For -mp the port and the next one are both free.
-func freePort(t testing.TB, pair bool) int {
-	t.Helper()
-	for range 50 {
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := c.LocalAddr().(*net.UDPAddr).Port
-		c.Close()
-		if !pair {
-			if l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-				l.Close()
-				return p
-			}
-			continue
-		}
-		if p%2 != 0 || p > 65000 {
-			continue
-		}
-		c2, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p + 2})
-		if err == nil {
-			c2.Close()
-			return p
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
-}
-
 // runSipp runs sipp with args in dir and returns its combined output; it fails the test on a
 // non-zero exit (sipp exits 1 when a call failed).
 func runSipp(t testing.TB, ctx context.Context, dir string, args ...string) (string, error) {
@@ -126,7 +95,7 @@ func TestSippInbound(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100", "-m", "1",
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "30s", "-timeout_error"}
 	})
 	if err != nil {
@@ -164,7 +133,7 @@ func TestSippInboundAgentAudio(t *testing.T) {
 	ctx := ctxTimeout(t, 60*time.Second)
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100", "-m", "1",
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "30s", "-timeout_error"}
 	})
 	if err != nil {
@@ -185,7 +154,7 @@ func TestSippCallee(t *testing.T) {
 	srv := newServer(t, sip.Options{})
 	dir := t.TempDir()
 	writeFile(t, dir, "uas.xml", siptest.SippCallee(""))
-	port := freePort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	ctx := ctxTimeout(t, 60*time.Second)
 	type result struct {
 		out string
@@ -194,7 +163,7 @@ func TestSippCallee(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		out, err := runSipp(t, ctx, dir, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freePort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_msg",
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error", "-trace_msg",
 			"-message_file", "msgs.log")
 		done <- result{out, err}
 	}()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
@@ -167,7 +168,7 @@ func TestSippSoak(t *testing.T) {
 	out, err := runSippCaller(t, ctx, dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100",
 			"-r", fmt.Sprint(rate), "-l", fmt.Sprint(limit), "-m", fmt.Sprint(calls),
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", fmt.Sprint(int((dur + 2*time.Minute).Seconds())) + "s", "-timeout_error",
 			"-max_socket", "1000", "-trace_err", "-deadcall_wait", "40000"}
 	})
@@ -308,7 +309,7 @@ func TestSoakScenarioCancelRace(t *testing.T) {
 	out, err := runSippCaller(t, ctxTimeout(t, 2*time.Minute), dir, func() []string {
 		return []string{srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550100",
 			"-r", "5", "-l", "10", "-m", fmt.Sprint(calls),
-			"-i", "127.0.0.1", "-p", fmt.Sprint(freePort(t, false)), "-mp", fmt.Sprint(freePort(t, true)),
+			"-i", "127.0.0.1", "-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 			"-nostdin", "-timeout", "90s", "-timeout_error", "-trace_err", "-deadcall_wait", "40000"}
 	})
 	if err != nil {

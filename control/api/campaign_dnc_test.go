@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
@@ -61,7 +60,7 @@ func testCampaignDoNotCallTool(t *testing.T, e engine, sippBin string) {
 	if err := writeRTPPcapFile(filepath.Join(dir, "person.pcap"), speech); err != nil {
 		t.Fatal(err)
 	}
-	base := 20000 + 2*rand.IntN(14000)
+	base := testenv.RTPBase(39)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 39},
 		RTPIP: netip.MustParseAddr("127.0.0.1"), Trunks: sip.NewStaticTrunks(), Logger: quietLog()})
 	if err != nil {
@@ -74,12 +73,12 @@ func testCampaignDoNotCallTool(t *testing.T, e engine, sippBin string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	port := freeUDPPort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	if err := os.WriteFile(filepath.Join(dir, "person.xml"), []byte(sippPerson), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, sippBin, "-sf", "person.xml", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-		"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-trace_msg", "-message_file", "person.msgs", "-timeout", "95s")
+		"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-trace_msg", "-message_file", "person.msgs", "-timeout", "95s")
 	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

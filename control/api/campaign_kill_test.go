@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
@@ -70,7 +69,7 @@ func TestCampaignKillChild(t *testing.T) {
 	}
 	b := bus.NewRedis(ro)
 	defer b.Close()
-	base := 20000 + 2*rand.IntN(14000)
+	base := testenv.RTPBase(99)
 	trunk := sip.Trunk{Name: "sipp", URI: "sip:" + os.Getenv(killSippEnv), Transport: sip.UDP,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	trunks := sip.NewStaticTrunks(trunk)
@@ -165,10 +164,10 @@ func TestCampaignKillExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
 	busy := strings.Replace(sippUAS("busy"), "\n  <send>\n    <![CDATA[\n\n      SIP/2.0 486", "\n  <pause milliseconds=\"300\"/>\n  <send>\n    <![CDATA[\n\n      SIP/2.0 486", 1)
 	os.WriteFile(filepath.Join(dir, "busy.xml"), []byte(busy), 0o644)
-	port := freeUDPPort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 	defer cancel()
-	sipp := exec.CommandContext(ctx, sippBin, "-sf", "busy.xml", "-i", "127.0.0.1", "-p", fmt.Sprint(port), "-mp", fmt.Sprint(freeUDPPort(t, true)),
+	sipp := exec.CommandContext(ctx, sippBin, "-sf", "busy.xml", "-i", "127.0.0.1", "-p", fmt.Sprint(port), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)),
 		"-nostdin", "-trace_msg", "-message_file", "msgs.log", "-timeout", "165s")
 	sipp.Dir, sipp.Env, sipp.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 	if err := sipp.Start(); err != nil {

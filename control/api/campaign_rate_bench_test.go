@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -62,7 +61,7 @@ func BenchmarkCampaignSippStarts(b *testing.B) {
 func campaignStartRate(b *testing.B, st *store.Store, sippBin string) (float64, int) {
 	const contacts = 2000
 	dir := b.TempDir()
-	base := 20000 + 2*rand.IntN(10000)
+	base := testenv.RTPBase(3999)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 3999},
 		RTPIP: netip.MustParseAddr("127.0.0.1"), Trunks: sip.NewStaticTrunks(), Logger: quietLog()})
 	if err != nil {
@@ -75,12 +74,12 @@ func campaignStartRate(b *testing.B, st *store.Store, sippBin string) (float64, 
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	port := freeUDPPort(b, false)
+	port := testenv.FreeUDPPort(b, false)
 	if err := os.WriteFile(filepath.Join(dir, "busy.xml"), []byte(sippUAS("busy")), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, sippBin, "-sf", "busy.xml", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-		"-mp", fmt.Sprint(freeUDPPort(b, true)), "-nostdin", "-trace_msg", "-message_file", "busy.msgs", "-l", "5000", "-timeout", "290s")
+		"-mp", fmt.Sprint(testenv.FreeUDPPort(b, true)), "-nostdin", "-trace_msg", "-message_file", "busy.msgs", "-l", "5000", "-timeout", "290s")
 	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
@@ -193,7 +192,7 @@ func TestCampaignSipp(t *testing.T) {
 		}
 	}
 
-	base := 20000 + 2*rand.IntN(14000)
+	base := testenv.RTPBase(399)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 399},
 		RTPIP: netip.MustParseAddr("127.0.0.1"), Trunks: sip.NewStaticTrunks(), Logger: quietLog()})
 	if err != nil {
@@ -210,13 +209,13 @@ func TestCampaignSipp(t *testing.T) {
 	var sipps sync.WaitGroup
 	logs := map[string]string{}
 	for _, kind := range []string{"answer", "busy", "noanswer", "machine"} {
-		port := freeUDPPort(t, false)
+		port := testenv.FreeUDPPort(t, false)
 		trunks = append(trunks, sip.Trunk{Name: kind, URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 		os.WriteFile(filepath.Join(dir, kind+".xml"), []byte(sippUAS(kind)), 0o644)
 		logs[kind] = filepath.Join(dir, kind+".msgs")
 		cmd := exec.CommandContext(ctx, sippBin, "-sf", kind+".xml", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-trace_msg", "-message_file", kind+".msgs", "-l", "200", "-timeout", "165s")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-trace_msg", "-message_file", kind+".msgs", "-l", "200", "-timeout", "165s")
 		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

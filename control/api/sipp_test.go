@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -72,30 +70,6 @@ var sippTransferee = siptest.SippCallee(`
   </send>
   <recv response="200"/>`)
 
-// freeUDPPort returns a UDP port free on 127.0.0.1; with pair, the next two are free too.
-func freeUDPPort(t testing.TB, pair bool) int {
-	t.Helper()
-	for range 50 {
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := c.LocalAddr().(*net.UDPAddr).Port
-		c.Close()
-		if !pair {
-			return p
-		}
-		if p%2 == 0 && p < 65000 {
-			if c2, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p + 2}); err == nil {
-				c2.Close()
-				return p
-			}
-		}
-	}
-	t.Fatal("no free UDP port")
-	return 0
-}
-
 // TestCallToSipp places a live call through the API and the real SIP server to sipp as the
 // callee: it is answered, the greeting and a say command are played (RTP flows), the transfer
 // sends a REFER that sipp accepts, and afterwards the transcript and the recording are there,
@@ -104,7 +78,7 @@ func TestCallToSipp(t *testing.T) {
 	sippBin := testenv.NeedCommand(t, "sipp")
 	soxBin := testenv.NeedCommand(t, "sox")
 	t.Parallel()
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(99)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99},
 		RTPIP: netip.MustParseAddr("127.0.0.1"), Trunks: sip.NewStaticTrunks(), Logger: quietLog()})
 	if err != nil {
@@ -115,7 +89,7 @@ func TestCallToSipp(t *testing.T) {
 	go func() { served <- srv.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-served })
 
-	port := freeUDPPort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	trunk := sip.Trunk{Name: "sipp", URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	trunks := sip.NewStaticTrunks(trunk)
@@ -136,7 +110,7 @@ func TestCallToSipp(t *testing.T) {
 	sippDone := make(chan string, 1)
 	go func() {
 		cmd := exec.CommandContext(ctx, sippBin, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-timeout", "45s", "-timeout_error", "-trace_msg", "-message_file", "msgs.log")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "45s", "-timeout_error", "-trace_msg", "-message_file", "msgs.log")
 		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 		out, err := cmd.CombinedOutput()
 		if err != nil {

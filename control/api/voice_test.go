@@ -93,7 +93,7 @@ func TestCallCalleeHangsUpEndDetail(t *testing.T) {
 	go func() { served <- srv.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-served })
 
-	port := freeUDPPort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	trunks := sip.NewStaticTrunks(sip.Trunk{Name: "sipp", URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	dialer := &voicechannels.SIPDialer{Server: srv, Trunks: trunks.Lookup}
@@ -110,7 +110,7 @@ func TestCallCalleeHangsUpEndDetail(t *testing.T) {
 	sippDone := make(chan string, 1)
 	go func() {
 		cmd := exec.CommandContext(ctx, sippBin, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error")
 		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 		if out, err := cmd.CombinedOutput(); err != nil {
 			sippDone <- fmt.Sprintf("sipp failed: %v\n%s", err, out)
@@ -157,7 +157,7 @@ func TestCallBusyEndDetail(t *testing.T) {
 	go func() { served <- srv.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-served })
 
-	port := freeUDPPort(t, false)
+	port := testenv.FreeUDPPort(t, false)
 	trunks := sip.NewStaticTrunks(sip.Trunk{Name: "sipp", URI: fmt.Sprintf("sip:127.0.0.1:%d", port), Transport: sip.UDP,
 		AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	dialer := &voicechannels.SIPDialer{Server: srv, Trunks: trunks.Lookup}
@@ -174,7 +174,7 @@ func TestCallBusyEndDetail(t *testing.T) {
 	sippDone := make(chan string, 1)
 	go func() {
 		cmd := exec.CommandContext(ctx, sippBin, "-sf", "uas.xml", "-m", "1", "-i", "127.0.0.1", "-p", fmt.Sprint(port),
-			"-mp", fmt.Sprint(freeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error")
+			"-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "30s", "-timeout_error")
 		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 		if out, err := cmd.CombinedOutput(); err != nil {
 			sippDone <- fmt.Sprintf("sipp failed: %v\n%s", err, out)

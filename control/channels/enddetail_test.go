@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -44,7 +43,7 @@ func TestSIPRouterEndDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.st.AddCredit(ctx, r.org.ID, 5_000_000, "test")
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(99)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
 		Router: Router(rt, 0), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), Logger: quiet()})
@@ -65,7 +64,7 @@ func TestSIPRouterEndDetail(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, sippBin, srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", "+14155550052", "-m", "1", "-i", "127.0.0.1",
-		"-p", fmt.Sprint(freeUDP(t)), "-mp", fmt.Sprint(base+200), "-nostdin", "-timeout", "20s", "-timeout_error")
+		"-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "20s", "-timeout_error")
 	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sipp: %v\n%s", err, out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -23,16 +22,6 @@ import (
 	"github.com/parley-voice/parley/session"
 	"github.com/parley-voice/parley/sip"
 )
-
-func freeUDP(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
-}
 
 // TestSIPRouterInbound: sipp calls a number of an inbound agent; the router takes the call in a
 // live conversation (in progress, the greeting spoken), sipp's BYE ends it as caller_hung_up,
@@ -55,7 +44,7 @@ func TestSIPRouterInbound(t *testing.T) {
 	if _, err := r.st.CreatePhoneNumber(ctx, store.NewPhoneNumber{OrgID: r.org.ID, ProjectID: r.proj.ID, Number: "+14155550050", AgentID: ag.ID}); err != nil {
 		t.Fatal(err)
 	}
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(99)
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
 		Router: Router(rt, 0), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,
 			AllowedSources: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}), Logger: quiet()})
@@ -72,7 +61,7 @@ func TestSIPRouterInbound(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(cctx, sippBin, srv.Addr(sip.UDP).String(), "-sf", "uac.xml", "-s", number, "-m", "1", "-i", "127.0.0.1",
-			"-p", fmt.Sprint(freeUDP(t)), "-mp", fmt.Sprint(base+200), "-nostdin", "-timeout", "20s", "-timeout_error")
+			"-p", fmt.Sprint(testenv.FreeUDPPort(t, false)), "-mp", fmt.Sprint(testenv.FreeUDPPort(t, true)), "-nostdin", "-timeout", "20s", "-timeout_error")
 		cmd.Dir, cmd.Env, cmd.WaitDelay = dir, append(os.Environ(), "TERM=dumb"), 5*time.Second
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -133,7 +122,7 @@ func TestSIPRouterUnacknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.st.AddCredit(ctx, r.org.ID, 5_000_000, "test")
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(99)
 	const ackTimeout = 400 * time.Millisecond
 	srv, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPPorts: media.PortRange{Min: base, Max: base + 99}, RTPIP: netip.MustParseAddr("127.0.0.1"),
 		Router: Router(rt, 2), Trunks: sip.NewStaticTrunks(sip.Trunk{Name: "loop", URI: "sip:127.0.0.1:5060", Transport: sip.UDP,

@@ -7,6 +7,8 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -84,4 +86,64 @@ func needTCP(t testing.TB, what, rawURL, defPort string) {
 		return
 	}
 	c.Close()
+}
+
+// RTPBase returns a random even port to start a test server's RTP range of span+1 ports at. The
+// whole range lies in 20000–32767: above the 10000–20000 a server started with default settings
+// uses, and below Linux's ephemeral range (32768–60999), so no port the kernel hands to a socket
+// bound to port 0 (FreeUDPPort's, a peer's) ever falls inside it. Two tests' ranges may still
+// overlap; the allocator skips a port another program holds.
+func RTPBase(span int) int {
+	const lo, hi = 20000, 32768
+	if span < 1 || span >= hi-lo {
+		panic("testenv.RTPBase: span out of 1..12767")
+	}
+	return lo + 2*rand.IntN((hi-lo-span)/2)
+}
+
+// FreeUDPPort returns a port on 127.0.0.1 that the kernel just handed out and that is free
+// again: for a peer's SIP port it is free for UDP and TCP both; with pair, for a peer's media
+// (sipp's -mp), it is even and the three ports after it are free too (sipp binds the audio port
+// and the one two above it). Another program can take it before the peer binds it, but the
+// kernel hands out ports at random from the ephemeral range, which RTPBase's ranges stay out of.
+func FreeUDPPort(t testing.TB, pair bool) int {
+	t.Helper()
+	for range 100 {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := c.LocalAddr().(*net.UDPAddr).Port
+		c.Close()
+		if !pair {
+			if l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				l.Close()
+				return p
+			}
+			continue
+		}
+		if p%2 != 0 || p > 65000 || !udpFree(p+1, p+2, p+3) {
+			continue
+		}
+		return p
+	}
+	t.Fatal("testenv: no free UDP port on 127.0.0.1 after 100 tries")
+	return 0
+}
+
+func udpFree(ports ...int) bool {
+	var held []*net.UDPConn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for _, p := range ports {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p})
+		if err != nil {
+			return false
+		}
+		held = append(held, c)
+	}
+	return true
 }

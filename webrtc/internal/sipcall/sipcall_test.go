@@ -3,13 +3,13 @@ package sipcall
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parley-voice/parley/internal/testenv"
 	"github.com/parley-voice/parley/media"
 	"github.com/parley-voice/parley/media/mediatest"
 	"github.com/parley-voice/parley/session"
@@ -49,7 +49,7 @@ func TestBrowserListensToSIPCall(t *testing.T) {
 			return conv, nil
 		}}, nil
 	})
-	base := 20000 + 2*rand.IntN(15000)
+	base := testenv.RTPBase(99)
 	sipSrv, err := sip.New(sip.Options{
 		Addr: "127.0.0.1:0", RTPIP: netip.MustParseAddr("127.0.0.1"), RTPPorts: media.PortRange{Min: base, Max: base + 99},
 		Router: router, Logger: rigtest.QuietLog(),
