@@ -55,21 +55,22 @@ type Call struct {
 	primary atomic.Pointer[leg] // the leg the conversation talks on
 	muted   atomic.Bool         // the conversation's audio is held back (warm transfer)
 
-	mu         sync.Mutex
-	conv       *session.Conversation
-	convLive   bool              // StartVoice returned: the conversation may be told the channel ended
-	bridged    *leg              // the human's leg once a warm transfer bridged it
-	takeover   *session.Takeover // set when the bridge runs through the conversation's takeover
-	state      CallState
-	startedAt  time.Time
-	answeredAt time.Time
-	endedAt    time.Time
-	endReason  session.EndReason
-	outcome    Outcome
-	endDetail  EndDetail  // how the primary leg ended (issue 22 item 4)
-	redirects  []Redirect // issue 21: the dial's 3xx steps
-	amd        AMDResult
-	transfer   bool // a transfer is in progress
+	mu             sync.Mutex
+	conv           *session.Conversation
+	convLive       bool              // StartVoice returned: the conversation may be told the channel ended
+	goneBeforeLive session.EndReason // the primary leg ended before convLive: startConversation tells the conversation
+	bridged        *leg              // the human's leg once a warm transfer bridged it
+	takeover       *session.Takeover // set when the bridge runs through the conversation's takeover
+	state          CallState
+	startedAt      time.Time
+	answeredAt     time.Time
+	endedAt        time.Time
+	endReason      session.EndReason
+	outcome        Outcome
+	endDetail      EndDetail  // how the primary leg ended (issue 22 item 4)
+	redirects      []Redirect // issue 21: the dial's 3xx steps
+	amd            AMDResult
+	transfer       bool // a transfer is in progress
 
 	ctx     context.Context // the conversation's context; cancelled once the call is over
 	cancel  context.CancelFunc
@@ -191,6 +192,9 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 	c.mu.Lock()
 	conv, live, bridged, through, primary := c.conv, c.convLive, c.bridged, c.takeover != nil, c.primary.Load()
 	c.mu.Unlock()
+	if h := c.s.hooks; h != nil && h.legEnded != nil {
+		h.legEnded()
+	}
 	switch {
 	case l == primary:
 		if reason == session.EndCallerHungUp && c.dir == Outbound {
@@ -213,8 +217,19 @@ func (c *Call) legEnded(l *leg, reason session.EndReason) {
 			reason = c.bridgeEnded(conv)
 		case bridged != nil:
 			bridged.end(reason, true, "other party hung up")
-		case conv != nil && live:
-			conv.ChannelEnded(reason)
+		default:
+			// Read again, and note the end, under the lock startConversation marks the
+			// conversation live under: an ACK that came just before a BYE can have it starting
+			// now. Whichever of the two comes second tells the conversation, exactly once.
+			c.mu.Lock()
+			conv, live = c.conv, c.convLive
+			if !live {
+				c.goneBeforeLive = reason
+			}
+			c.mu.Unlock()
+			if conv != nil && live {
+				conv.ChannelEnded(reason)
+			}
 		}
 		c.finish(reason)
 	case l == bridged:
@@ -270,6 +285,9 @@ func (c *Call) startConversation() error {
 	if conv == nil || l == nil {
 		return errors.New("sip: no conversation to start")
 	}
+	if h := c.s.hooks; h != nil && h.starting != nil {
+		h.starting()
+	}
 	if err := conv.StartVoice(c.ctx, c); err != nil {
 		return err
 	}
@@ -278,6 +296,9 @@ func (c *Call) startConversation() error {
 	c.mu.Lock()
 	c.convLive = true
 	ended, reason := c.state == CallEnded, c.endReason
+	if !ended && c.goneBeforeLive != "" {
+		ended, reason = true, c.goneBeforeLive // the leg ended; finish has not run yet
+	}
 	if !ended {
 		c.state = CallInProgress
 		c.answeredAt = time.Now()
@@ -527,3 +548,10 @@ func (l *leg) sendInfoDTMF(ctx context.Context, d rune) error {
 }
 
 func isDTMFDigit(d rune) bool { return strings.ContainsRune("0123456789*#ABCDabcd", d) }
+
+// raceHooks run at the two points whose order decides who tells a starting conversation that
+// its leg ended; tests set them to widen the window (export_test.go).
+type raceHooks struct {
+	starting func() // startConversation, before StartVoice
+	legEnded func() // legEnded, after it read the call's state
+}

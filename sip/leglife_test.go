@@ -310,3 +310,63 @@ func parleyStacks() string {
 	}
 	return strings.Join(out, "\n\n")
 }
+
+// TestAckByeRace repeats the two orders in which an ACK and a BYE can arrive back to back, the
+// window in which the conversation is being started while the caller's leg ends: each time,
+// the conversation must end with the call (within a second) and its sink hear it once. A BYE
+// read between the conversation's start and its being marked live used to leave it running
+// until the media timed out (CI, stop 26: TestLegEndsEndEverything under load).
+func TestAckByeRace(t *testing.T) {
+	for _, widen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "natural", true: "widened"}[widen], func(t *testing.T) { ackByeRace(t, widen) })
+	}
+}
+
+// ackByeRace runs the calls; with widen, the conversation's start waits 30 ms (the BYE that
+// follows the ACK is read meanwhile) and the BYE's handling 80 ms after it read the call (the
+// start completes meanwhile): the order that lost the end before.
+func ackByeRace(t *testing.T, widen bool) {
+	e := newEngine(t, engineOptions{noGreeting: true})
+	r := &lifeRouter{e: e, calls: map[string]*lifeCall{}}
+	base := testenv.RTPBase(399)
+	s, err := sip.New(sip.Options{Addr: "127.0.0.1:0", RTPIP: netip.MustParseAddr("127.0.0.1"),
+		RTPPorts: media.PortRange{Min: base, Max: base + 399}, Router: r,
+		Trunks: sip.NewStaticTrunks(loopbackTrunk("loop")), MediaTimeout: 5 * time.Second,
+		AckTimeout: 2 * time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if widen {
+		sip.SetRaceHooks(s, func() { time.Sleep(30 * time.Millisecond) }, func() { time.Sleep(80 * time.Millisecond) })
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-served })
+	var mu sync.Mutex
+	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		failures = append(failures, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range 120 {
+		sc := lifeScenario{tp: "udp", steps: []string{"w200", "ack", "bye"}}
+		if i%2 == 1 {
+			sc.steps = []string{"w200", "bye", "ack"}
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			runLifeScenario(t, s, r, sc, fail)
+		}()
+	}
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+}

@@ -40,6 +40,8 @@ type Server struct {
 	auth  *digestAuth
 	// dialed hands the trunks' TLS connections to sipgo (issue 21, tls.go).
 	dialed *dialedTLS
+	// hooks widen race windows in tests (export_test.go); nil in use.
+	hooks *raceHooks
 	// regs are the registrations by trunk name, instance this node's +sip.instance (issue 21,
 	// register.go); guarded by mu.
 	regs     map[string]*registration
