@@ -166,25 +166,8 @@ func TestLegEndsEndEverything(t *testing.T) {
 	t.Cleanup(stopServer)
 
 	scenarios := lifeScenarios()
-	sem := make(chan struct{}, 6)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	fail := func(format string, args ...any) {
-		mu.Lock()
-		failures = append(failures, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	for _, sc := range scenarios {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			runLifeScenario(t, s, r, sc, fail)
-		}()
-	}
-	wg.Wait()
+	failures := runLifeScenarios(t, s, r, scenarios, 6)
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 	if n := len(s.ActiveCalls()); n != 0 {
 		fail("%d calls still in the server after every scenario", n)
 	}
@@ -343,6 +326,20 @@ func ackByeRace(t *testing.T, widen bool) {
 	served := make(chan error, 1)
 	go func() { served <- s.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-served })
+	scenarios := make([]lifeScenario, 120)
+	for i := range scenarios {
+		scenarios[i] = lifeScenario{tp: "udp", steps: []string{"w200", "ack", "bye"}}
+		if i%2 == 1 {
+			scenarios[i].steps = []string{"w200", "bye", "ack"}
+		}
+	}
+	for _, f := range runLifeScenarios(t, s, r, scenarios, 8) {
+		t.Error(f)
+	}
+}
+
+// runLifeScenarios runs the scenarios against s, parallel at a time, and returns what failed.
+func runLifeScenarios(t *testing.T, s *sip.Server, r *lifeRouter, scenarios []lifeScenario, parallel int) []string {
 	var mu sync.Mutex
 	var failures []string
 	fail := func(format string, args ...any) {
@@ -350,13 +347,9 @@ func ackByeRace(t *testing.T, widen bool) {
 		failures = append(failures, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i := range 120 {
-		sc := lifeScenario{tp: "udp", steps: []string{"w200", "ack", "bye"}}
-		if i%2 == 1 {
-			sc.steps = []string{"w200", "bye", "ack"}
-		}
+	for _, sc := range scenarios {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -366,7 +359,5 @@ func ackByeRace(t *testing.T, widen bool) {
 		}()
 	}
 	wg.Wait()
-	for _, f := range failures {
-		t.Error(f)
-	}
+	return failures
 }
