@@ -85,6 +85,14 @@ func (j *Job) CompleteIn(ctx context.Context, tx *store.Tx) error {
 	return nil
 }
 
+// Lease is the job's lease, for a handler that marks the job done in a statement of its own
+// (a store method that takes a *store.JobLease), which then calls Completed.
+func (j *Job) Lease() store.JobLease { return j.lease }
+
+// Completed tells the worker that the handler's own statement, under Lease, marked the job done
+// and committed: the worker records nothing more, as after CompleteIn.
+func (j *Job) Completed() { j.completed.Store(true) }
+
 // CompleteAllIn is CompleteIn for several jobs at once: the store completes them in one
 // statement where it can (a batch of webhook deliveries recorded in one transaction). It
 // returns one error per job: nil, or one wrapping ErrLeaseLost for a job whose lease was lost,
@@ -150,3 +158,7 @@ func IsPermanent(err error) bool {
 	var p permanent
 	return errors.As(err, &p)
 }
+
+// Claimed is the Job a handler sees for sj, a job its caller claimed (store.ClaimJobs), for
+// running a handler outside a Worker: a benchmark of a handler with the worker's own claim.
+func Claimed(sj store.Job, now func() time.Time) *Job { return newJob(sj, now) }

@@ -160,11 +160,18 @@ const attemptPlaceable = `campaign_attempts.state = 'leased'
 // placed mark (MarkAttemptPlaced) and the audit event of its creation, all or nothing, before
 // the INVITE. It is ErrConflict, and writes nothing, when the attempt is no longer leased, its
 // campaign no longer runs or its number is on the do-not-call list; ErrNotFound when conv's
-// project is not in its organization. On
-// PostgreSQL it is one statement (no transaction of its own: one round trip instead of five
+// project is not in its organization.
+//
+// With job (the lease of the attempt's job), the job is marked done at in the same commit:
+// once the attempt is placed its job has nothing left to do (run again, it finds the attempt
+// placed and dials nothing). completed reports whether it was; a lease lost meanwhile (another
+// worker claimed the job) leaves the job alone and does not stop the placing, since the placed
+// mark alone keeps the attempt to one call.
+//
+// On PostgreSQL it is one statement (no transaction of its own: one round trip instead of six
 // with BEGIN and COMMIT), each write taking the row of the one before it; on SQLite the
-// three statements in a transaction.
-func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit AuditEvent) (Conversation, error) {
+// statements in a transaction.
+func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit AuditEvent, job *JobLease, at time.Time) (_ Conversation, completed bool, _ error) {
 	if q.s.d.name != Postgres {
 		err := q.atomic(ctx, func(q *Queries) error {
 			if err := q.MarkAttemptPlaced(ctx, conv.ID); err != nil {
@@ -174,34 +181,61 @@ func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit Aud
 			if conv, err = q.CreateConversation(ctx, conv); err != nil {
 				return err
 			}
-			return q.InsertAudit(ctx, audit)
+			if err := q.InsertAudit(ctx, audit); err != nil {
+				return err
+			}
+			if job != nil {
+				res, err := q.exec(ctx, "complete job", `UPDATE jobs SET state = 'done', finished_at = $4, updated_at = $4, lease_expires_at = NULL
+					WHERE `+leaseCond, leaseArgs(*job, ts(normTime(at)))...)
+				if err != nil {
+					return err
+				}
+				n, _ := res.RowsAffected()
+				completed = n == 1
+			}
+			return nil
 		})
-		return conv, err
+		if err != nil {
+			return conv, false, err
+		}
+		return conv, completed, nil
 	}
 	if !validID(conv.ID) {
-		return Conversation{}, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
+		return Conversation{}, false, fmt.Errorf("store: %w: conversation ids", ErrInvalid)
 	}
 	conv, args, err := q.newConversation(conv)
 	if err != nil {
-		return Conversation{}, err
+		return Conversation{}, false, err
 	}
 	au, err := q.auditArgs(audit)
 	if err != nil {
-		return Conversation{}, err
+		return Conversation{}, false, err
 	}
-	// The audit event's values follow the conversation's: $21 to $32.
-	res, err := q.exec(ctx, "place attempt", `WITH placed AS (
+	// The audit event's values follow the conversation's: $21 to $32; the job's lease and the
+	// time it is done, $33 to $36 (a NULL id, which matches no job, when there is none).
+	args = append(args, au...)
+	if job != nil {
+		args = append(args, string(job.ID), job.Owner, job.Attempt, ts(normTime(at)))
+	} else {
+		args = append(args, nil, "", 0, ts(normTime(at)))
+	}
+	var done int
+	err = q.get(ctx, "place attempt", `WITH placed AS (
 			UPDATE campaign_attempts SET state = 'placed' WHERE conversation_id = $1 AND `+attemptPlaceable+`
 				AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)
 			RETURNING conversation_id),
-		conv AS (INSERT INTO conversations (`+convInsertCols+`) SELECT `+convInsertVals+` FROM placed RETURNING id)
-		INSERT INTO audit_events (`+auditCols+`) SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 FROM conv`,
-		append(args, au...)...)
-	if err != nil {
-		return Conversation{}, err
+		conv AS (INSERT INTO conversations (`+convInsertCols+`) SELECT `+convInsertVals+` FROM placed RETURNING id),
+		done AS (UPDATE jobs SET state = 'done', finished_at = $36, updated_at = $36, lease_expires_at = NULL
+			WHERE id = $33 AND state = 'running' AND lease_owner = $34 AND attempts = $35 AND EXISTS (SELECT 1 FROM placed)
+			RETURNING id)
+		INSERT INTO audit_events (`+auditCols+`) SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32 FROM conv
+		RETURNING (SELECT count(*) FROM done)`,
+		args, func(r rowScanner) error { return r.Scan(&done) })
+	if err == nil {
+		return conv, done == 1, nil
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return conv, err
+	if !isNotFound(err) {
+		return Conversation{}, false, err
 	}
 	// Nothing was written: say why, as the three statements would have.
 	var placeable, projectOK bool
@@ -209,12 +243,12 @@ func (q *Queries) PlaceAttempt(ctx context.Context, conv Conversation, audit Aud
 		EXISTS (SELECT 1 FROM campaign_attempts WHERE conversation_id = $1 AND `+attemptPlaceable+`),
 		EXISTS (SELECT 1 FROM projects p WHERE p.id = $3 AND p.org_id = $2)`,
 		[]any{string(conv.ID), string(conv.OrgID), string(conv.ProjectID)}, func(r rowScanner) error { return r.Scan(&placeable, &projectOK) }); err != nil {
-		return Conversation{}, err
+		return Conversation{}, false, err
 	}
 	if placeable && !projectOK {
-		return Conversation{}, notFound("project", conv.ProjectID)
+		return Conversation{}, false, notFound("project", conv.ProjectID)
 	}
-	return Conversation{}, fmt.Errorf("store: attempt %s: %w: not leased", conv.ID, ErrConflict)
+	return Conversation{}, false, fmt.Errorf("store: attempt %s: %w: not leased", conv.ID, ErrConflict)
 }
 
 // GiveBackAttempt undoes a leased attempt that dialled nothing: the attempt is not_dialled, and
@@ -245,19 +279,17 @@ type AttemptToSettle struct {
 }
 
 // AttemptsToSettle returns up to limit placed attempts of a campaign whose conversation is in
-// progress (the contact is in_call) or has ended (the outcome is to be recorded) once its
-// attempt job let go of it, and the
+// progress (the contact is in_call) or has ended (the outcome is to be recorded), and the
 // leased attempts older than stale whose conversation never came (the worker went away before
-// making it: nothing was dialled).
+// making it: nothing was dialled). An attempt job whose dial fails settles its attempt itself,
+// before it ends the conversation, so the tick never finds that conversation ended first.
 func (q *Queries) AttemptsToSettle(ctx context.Context, id CampaignID, stale time.Time, limit int) ([]AttemptToSettle, error) {
 	return list(ctx, q, "attempts to settle", `SELECT a.conversation_id, a.campaign_id, a.campaign_contact_id, a.attempt, a.state, a.outcome, a.detail,
 		a.created_at, a.finished_at, COALESCE(c.status, ''), COALESCE(c.end_reason, ''), cc.attempts, cc.to_number, cc.contact_id
 		FROM campaign_attempts a JOIN campaign_contacts cc ON cc.id = a.campaign_contact_id
 		LEFT JOIN conversations c ON c.id = a.conversation_id
 		WHERE a.campaign_id = $1 AND (
-			(a.state = 'placed' AND ((c.status = 'ended' AND NOT EXISTS (SELECT 1 FROM jobs j
-				WHERE j.dedupe_key = 'campaign_attempt:' || a.conversation_id AND j.state IN ('queued', 'running')))
-				OR (c.status = 'in_progress' AND cc.state = 'dialing')))
+			(a.state = 'placed' AND (c.status = 'ended' OR (c.status = 'in_progress' AND cc.state = 'dialing')))
 			OR (a.state = 'leased' AND a.created_at < $2 AND c.id IS NULL))
 		ORDER BY a.created_at LIMIT $3`, []any{string(id), ts(normTime(stale)), clampLimit(limit)},
 		func(r rowScanner) (s AttemptToSettle, err error) {

@@ -28,11 +28,11 @@ import (
 // transaction; the job (AttemptJob) dials. The attempt becomes "placed" in the transaction
 // that stores its conversation, before the INVITE, so a job run again after a crash, a lost
 // lease or a second worker finds it placed and dials nothing: each attempt is dialled at most
-// once, and the contact's attempts count every call that may have rung. An ended call is
-// settled by the tick only once its attempt job let go of it (done, or given up): a dial that
-// failed at once is settled by its job, with the cause it learned (the trunk unreachable, …),
-// so the cause recorded, and counted by the circuit breaker, never depends on which of the two
-// got there first.
+// once, and the contact's attempts count every call that may have rung. The job is done in the
+// commit that places its attempt. A dial that fails at once is settled by its job, with the
+// cause it learned (the trunk unreachable, …), before the job ends the conversation: the tick
+// settles only ended conversations, so the cause recorded, and counted by the circuit breaker,
+// never depends on which of the two got there first.
 
 // KindAttempt is the job kind of one campaign attempt.
 const KindAttempt = "campaigns.attempt"
@@ -541,7 +541,7 @@ func (s *Service) RunAttempt(ctx context.Context, j *jobs.Job) error {
 	if j.Attempt > 1 {
 		p.Dial = nil
 	}
-	return s.AttemptJob(ctx, p)
+	return s.AttemptJob(ctx, p, j)
 }
 
 // AttemptJob dials one leased attempt (the job of KindAttempt: see RunAttempt). It is safe to
@@ -552,9 +552,12 @@ func (s *Service) RunAttempt(ctx context.Context, j *jobs.Job) error {
 // whose conditions (leased, the campaign running, the number not on the do-not-call list) are
 // the ones the read would check. When that write refuses, the job reads the attempt and does
 // what it finds (notPlaced). Without Dial (a job run again, or late) it reads the attempt first.
-func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
+//
+// j, the attempt's job (nil when run outside the job queue), is marked done in the commit that
+// places the attempt: from then on the job has nothing left to do.
+func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload, j *jobs.Job) error {
 	if now := s.now(); p.Dial != nil && p.Start != nil && p.Start.AgentID == p.Dial.AgentID && now.Sub(p.Start.At).Abs() < startFresh {
-		return s.dial(ctx, p, p.Dial.toDial(p.ConversationID), now)
+		return s.dial(ctx, p, p.Dial.toDial(p.ConversationID), now, j)
 	}
 	// One joined read: the attempt, its campaign, the contact, the organization, and whether
 	// the number is on the do-not-call list now.
@@ -565,13 +568,13 @@ func (s *Service) AttemptJob(ctx context.Context, p AttemptPayload) error {
 	if err != nil || d.Attempt.State != store.AttemptLeased {
 		return err // placed or settled: never dialled again
 	}
-	return s.dial(ctx, p, d, s.now())
+	return s.dial(ctx, p, d, s.now(), j)
 }
 
 // dial dials the leased attempt d: its checks (the campaign's status, the calling hours, the
 // start rules with the do-not-call list), its call slot, its conversation stored with the
 // attempt's placed mark, then the INVITE.
-func (s *Service) dial(ctx context.Context, p AttemptPayload, d store.AttemptToDial, now time.Time) error {
+func (s *Service) dial(ctx context.Context, p AttemptPayload, d store.AttemptToDial, now time.Time, j *jobs.Job) error {
 	a, c, cc, org := d.Attempt, d.Campaign, d.Contact, d.Org
 	st := readSettings(c.Settings)
 	var err error
@@ -644,12 +647,22 @@ func (s *Service) dial(ctx context.Context, p AttemptPayload, d store.AttemptToD
 		}
 		return err
 	}
-	// The conversation, its call.created audit event and the attempt's placed mark commit
-	// together, before the INVITE (one statement on PostgreSQL).
+	// The conversation, its call.created audit event, the attempt's placed mark and its job's
+	// completion commit together, before the INVITE (one statement on PostgreSQL).
 	ev, err := act.AuditEvent("call.created", "conversation", string(conv.ID), conv.ProjectID, callCreated{
 		AgentID: conv.AgentID, Attempt: a.Attempt, CampaignContactID: cc.ID, CampaignID: c.ID, ToNumber: conv.ToNumber})
 	if err == nil {
-		_, err = s.Store.PlaceAttempt(ctx, conv, ev)
+		var lease *store.JobLease
+		if j != nil {
+			if l := j.Lease(); l.ID != "" { // a Job made outside a claim holds no lease
+				lease = &l
+			}
+		}
+		var completed bool
+		_, completed, err = s.Store.PlaceAttempt(ctx, conv, ev, lease, s.now())
+		if completed {
+			j.Completed()
+		}
 	}
 	if err != nil {
 		s.Calls.Media.ReleaseCallSlot(context.WithoutCancel(ctx), org.ID, conv.ID)
@@ -663,14 +676,18 @@ func (s *Service) dial(ctx context.Context, p AttemptPayload, d store.AttemptToD
 		pl.AMD = &calls.AMD{LeaveMessage: st.Voicemail.Action == "leave_message", Message: fillPlaceholders(st.Voicemail.Message, cc)}
 	}
 	if err := s.Calls.Media.Place(ctx, conv.Mode, pl); err != nil {
-		// The conversation ends failed and gives its slot back; its attempt is settled now,
-		// with the cause the circuit breaker counts.
-		s.Calls.Media.Abandon(ctx, org.ID, conv.ID)
+		// The attempt is settled now, with the cause the circuit breaker counts, and only then
+		// does the conversation end failed and give its slot back: the tick settles ended
+		// conversations, and must not settle this one first with the bare "failed" of its end
+		// (the job that would have held it off is done since the placing). Had the call ended
+		// some other way meanwhile, the tick settled it already (ErrConflict here).
 		code := "failed"
 		if errors.As(err, &fe) {
 			code = fe.Code
 		}
-		if ferr := s.finish(ctx, c, st, a, cc, store.ContactFailed, code, s.now()); ferr != nil && !errors.Is(ferr, store.ErrConflict) {
+		ferr := s.finish(ctx, c, st, a, cc, store.ContactFailed, code, s.now())
+		s.Calls.Media.Abandon(context.WithoutCancel(ctx), org.ID, conv.ID)
+		if ferr != nil && !errors.Is(ferr, store.ErrConflict) {
 			return ferr
 		}
 	}

@@ -416,53 +416,89 @@ func testCampaignPlaceAttempt(t *testing.T, open Opener) {
 			t.Fatalf("%d call.created events, want %d", len(l), want)
 		}
 	}
+	place := func(q *store.Queries, a store.CampaignAttempt, p store.ProjectID, job *store.JobLease) (store.Conversation, error) {
+		c, _, err := q.PlaceAttempt(ctx, conv(a, p), audit(a), job, time.Now())
+		return c, err
+	}
 	other := newProject(t, w.s, newOrg(t, w.s, "Other").ID, "Theirs")
-	_, err := w.s.PlaceAttempt(ctx, conv(as[0], other.ID), audit(as[0]))
+	_, err := place(w.s.Queries, as[0], other.ID, nil)
 	wantErr(t, "place with another organization's project", err, store.ErrNotFound)
 	placed(as[0], false)
 	audited(0)
 
-	got := must[store.Conversation](t, "place")(w.s.PlaceAttempt(ctx, conv(as[0], w.p1.ID), audit(as[0])))
+	// Placed with its job's lease: the job is done in the same commit.
+	j := enqueue(t, w.s, store.NewJob{Kind: "campaign-place-test"})
+	lease := claim(t, w.s, "worker-1", time.Now(), time.Minute, 1, "campaign-place-test")[0].Lease()
+	got, completed, err := w.s.PlaceAttempt(ctx, conv(as[0], w.p1.ID), audit(as[0]), &lease, time.Now())
+	if err != nil || !completed {
+		t.Fatalf("place with the job's lease: completed %v, %v", completed, err)
+	}
+	if jj := getJob(t, w.s, j.ID); jj.State != store.JobDone || jj.FinishedAt == nil {
+		t.Fatalf("the job after the placing: %+v", jj)
+	}
 	if got.ID != as[0].ConversationID || got.Status != store.ConvPending || got.CreatedAt.IsZero() {
 		t.Fatalf("placed %+v", got)
 	}
 	placed(as[0], true)
 	audited(1)
-	_, err = w.s.PlaceAttempt(ctx, conv(as[0], w.p1.ID), audit(as[0]))
+	_, err = place(w.s.Queries, as[0], w.p1.ID, nil)
 	wantErr(t, "place twice", err, store.ErrConflict)
 	audited(1)
 
 	next := now.Add(time.Hour)
 	must[struct{}](t, "give back")(struct{}{}, w.s.GiveBackAttempt(ctx, as[1], "paused", &next, now))
-	_, err = w.s.PlaceAttempt(ctx, conv(as[1], w.p1.ID), audit(as[1]))
+	// Refused: a job whose lease is given stays running (the worker records its end).
+	j2 := enqueue(t, w.s, store.NewJob{Kind: "campaign-place-test"})
+	lease2 := claim(t, w.s, "worker-1", time.Now(), time.Minute, 1, "campaign-place-test")[0].Lease()
+	_, err = place(w.s.Queries, as[1], w.p1.ID, &lease2)
 	wantErr(t, "place a given-back attempt", err, store.ErrConflict)
 	placed(as[1], false)
+	if jj := getJob(t, w.s, j2.ID); jj.State != store.JobRunning {
+		t.Fatalf("the job of a refused placing: %+v", jj)
+	}
 
 	cc := must[store.CampaignContact](t, "contact")(w.s.GetCampaignContact(ctx, as[4].CampaignContactID))
 	if _, _, err := w.s.DoNotCallList().Add(ctx, w.all(), store.DoNotCall{Number: cc.ToNumber, Source: store.DNCSourceAPI}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = w.s.PlaceAttempt(ctx, conv(as[4], w.p1.ID), audit(as[4]))
+	_, err = place(w.s.Queries, as[4], w.p1.ID, nil)
 	wantErr(t, "place a number put on the do-not-call list", err, store.ErrConflict)
 	placed(as[4], false)
 	audited(1)
 
 	must[store.Campaign](t, "pause")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignRunning}, store.CampaignPaused, "", "", now))
-	_, err = w.s.PlaceAttempt(ctx, conv(as[2], w.p1.ID), audit(as[2]))
+	_, err = place(w.s.Queries, as[2], w.p1.ID, nil)
 	wantErr(t, "place in a paused campaign", err, store.ErrConflict)
 	placed(as[2], false)
 	audited(1)
-
-	// In the caller's transaction, it rolls back with it.
 	must[store.Campaign](t, "resume")(w.s.Campaigns().Move(ctx, c.ID, []string{store.CampaignPaused}, store.CampaignRunning, "", "", now))
+
+	// A lease lost meanwhile (another worker claimed the job again): the attempt is placed all
+	// the same (its placed mark keeps it to one call), the job is left to its new holder.
+	stale := lease2
+	stale.Owner = "worker-gone"
+	_, completed, err = w.s.PlaceAttempt(ctx, conv(as[2], w.p1.ID), audit(as[2]), &stale, time.Now())
+	if err != nil || completed {
+		t.Fatalf("place with a lost lease: completed %v, %v", completed, err)
+	}
+	placed(as[2], true)
+	audited(2)
+	if jj := getJob(t, w.s, j2.ID); jj.State != store.JobRunning || jj.LeaseOwner != "worker-1" {
+		t.Fatalf("the job of another holder: %+v", jj)
+	}
+
+	// In the caller's transaction, it rolls back with it, the job's completion too.
 	rollback := errors.New("roll back")
 	err = w.s.Tx(ctx, func(tx *store.Tx) error {
-		if _, err := tx.PlaceAttempt(ctx, conv(as[3], w.p1.ID), audit(as[3])); err != nil {
+		if _, err := place(tx.Queries, as[3], w.p1.ID, &lease2); err != nil {
 			return err
 		}
 		return rollback
 	})
 	wantErr(t, "place in a rolled-back transaction", err, rollback)
 	placed(as[3], false)
-	audited(1)
+	audited(2)
+	if jj := getJob(t, w.s, j2.ID); jj.State != store.JobRunning {
+		t.Fatalf("the job of a rolled-back placing: %+v", jj)
+	}
 }
