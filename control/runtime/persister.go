@@ -54,6 +54,12 @@ type persister struct {
 	recSince   time.Time
 	endTaken   bool
 
+	// cmdHeld counts the commands being carried out (holdEnd): the end waits for them to be
+	// recorded (not for ever: commandWait from cmdSince), so that a command that ended the
+	// conversation (end, transfer) reads done once the end can be seen.
+	cmdHeld  int
+	cmdSince time.Time
+
 	ctx      context.Context // set by start; nil before
 	onDone   func()
 	stopCtx  func() bool // unhooks start's AfterFunc from the node's context
@@ -157,6 +163,28 @@ func (p *persister) end(reason session.EndReason, cost session.Cost) {
 	p.signal()
 }
 
+// holdEnd keeps the end from being stored until releaseEnd: a command is being carried out,
+// and how it went is to be recorded first.
+func (p *persister) holdEnd() {
+	p.mu.Lock()
+	p.cmdHeld++
+	p.mu.Unlock()
+}
+
+// releaseEnd undoes a holdEnd once the command's outcome is recorded (or could not be).
+func (p *persister) releaseEnd() {
+	p.mu.Lock()
+	if p.cmdHeld > 0 {
+		p.cmdHeld--
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// commandWait bounds how long a conversation's end waits for the commands being carried out
+// to be recorded (a command's own record has a 5 s timeout; it is usually milliseconds).
+const commandWait = 2 * time.Second
+
 // outcome records how the call leg ended, for the end stored next; the first one wins.
 func (p *persister) outcome(o store.CallOutcome) {
 	p.mu.Lock()
@@ -242,6 +270,7 @@ func (p *persister) work() {
 			p.end(session.EndShutdown, session.Cost{})
 			p.mu.Lock()
 			p.recWaiting = false // the end is stored now; the recording is named on its own
+			p.cmdHeld = 0        // and the commands are settled after it
 			p.mu.Unlock()
 			p.flush(fctx)
 			cancel()
@@ -334,6 +363,15 @@ func (p *persister) flush(ctx context.Context) (bool, error) {
 			time.AfterFunc(recordingWait, p.signal)
 		}
 		ending = time.Since(p.recSince) >= recordingWait
+	}
+	if ending && p.cmdHeld > 0 {
+		// A command being carried out (an end or a transfer that caused this end, a say cut
+		// short by it) records how it went first: a client that sees the end finds it settled.
+		if p.cmdSince.IsZero() {
+			p.cmdSince = time.Now()
+			time.AfterFunc(commandWait, p.signal)
+		}
+		ending = time.Since(p.cmdSince) >= commandWait
 	}
 	p.endTaken = p.endTaken || ending
 	reason, cost, turns, recording, out := p.endReason, p.cost, slices.Clone(p.turns), p.recording, p.callOut

@@ -368,6 +368,61 @@ func TestPersisterOrder(t *testing.T) {
 	}
 }
 
+// TestPersisterEndWaitsForCommand: a command being carried out when the conversation ends
+// (the end or transfer that caused it) holds the end's storing until its outcome is recorded,
+// so a client that sees the end finds the command settled; a hold never released delays the
+// end by commandWait only.
+func TestPersisterEndWaitsForCommand(t *testing.T) {
+	r := newRig(t)
+	rt := r.node("a", false)
+	ctx := context.Background()
+	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	l, err := rt.register(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.p.holdEnd()
+	l.p.Ended(session.EndAPI, session.Cost{})
+	select {
+	case <-l.p.done:
+		t.Fatal("the end was stored while a command held it")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := r.get(c.ID); got.Status == store.ConvEnded {
+		t.Fatalf("stored ended while held: %+v", got)
+	}
+	l.p.releaseEnd()
+	select {
+	case <-l.p.done:
+	case <-time.After(commandWait / 2):
+		t.Fatal("the end was not stored once the command let go")
+	}
+	if got := r.get(c.ID); got.Status != store.ConvEnded || got.EndReason != string(session.EndAPI) {
+		t.Fatalf("after the release %+v", got)
+	}
+
+	// Never released (a command whose record hangs): the end is stored after commandWait.
+	c2 := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	l2, err := rt.register(ctx, c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.p.holdEnd()
+	start := time.Now()
+	l2.p.Ended(session.EndAPI, session.Cost{})
+	select {
+	case <-l2.p.done:
+		if d := time.Since(start); d < commandWait-100*time.Millisecond {
+			t.Fatalf("stored after %v, before commandWait (%v)", d, commandWait)
+		}
+	case <-time.After(commandWait + 5*time.Second):
+		t.Fatal("a hold never released kept the end from being stored")
+	}
+	if got := r.get(c2.ID); got.Status != store.ConvEnded {
+		t.Fatalf("after commandWait %+v", got)
+	}
+}
+
 var _ = fakes.ScriptEcho
 
 // TestCloseEndsAsShutdown is issue 22 item 2: closing a node's runtime ends the calls still
