@@ -346,16 +346,22 @@ func TestReapLost(t *testing.T) {
 	}
 }
 
+// registerChat makes an in-progress test chat and registers it as live on rt.
+func registerChat(t *testing.T, r *rig, rt *Runtime) (store.Conversation, *live) {
+	t.Helper()
+	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
+	l, err := rt.register(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, l
+}
+
 // TestPersisterOrder feeds lines out of order: they are stored in seq order, none skipped.
 func TestPersisterOrder(t *testing.T) {
 	r := newRig(t)
 	rt := r.node("a", false)
-	ctx := context.Background()
-	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
-	l, err := rt.register(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, l := registerChat(t, r, rt)
 	now := time.Now()
 	for _, seq := range []int64{2, 3, 1, 5, 4} {
 		l.p.LineAdded(session.Line{Seq: seq, Role: session.RoleUser, Text: "x", Start: now, End: now})
@@ -375,12 +381,7 @@ func TestPersisterOrder(t *testing.T) {
 func TestPersisterEndWaitsForCommand(t *testing.T) {
 	r := newRig(t)
 	rt := r.node("a", false)
-	ctx := context.Background()
-	c := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
-	l, err := rt.register(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, l := registerChat(t, r, rt)
 	l.p.holdEnd()
 	l.p.Ended(session.EndAPI, session.Cost{})
 	select {
@@ -402,11 +403,7 @@ func TestPersisterEndWaitsForCommand(t *testing.T) {
 	}
 
 	// Never released (a command whose record hangs): the end is stored after commandWait.
-	c2 := r.conversation(store.ChannelChat, store.ModeTest, store.ConvInProgress)
-	l2, err := rt.register(ctx, c2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2, l2 := registerChat(t, r, rt)
 	l2.p.holdEnd()
 	start := time.Now()
 	l2.p.Ended(session.EndAPI, session.Cost{})
