@@ -51,12 +51,8 @@ func (rt *Runtime) handleCommand(ctx context.Context, body json.RawMessage, repl
 		reply(nil, true, ErrNotLive)
 		return
 	}
-	l.beginCommand()
+	l.beginCommand() // the end, if this command causes it (or comes meanwhile), is stored after its outcome
 	defer l.endCommand()
-	// The conversation's end, if this command causes it (or comes while it runs), is stored
-	// after the command's outcome: a client that sees the end finds the command settled.
-	l.p.holdEnd()
-	defer l.p.releaseEnd()
 	reply(nil, true, nil) // taken: how it goes is recorded in the store
 	status, reason := rt.execute(ctx, l, cmd)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

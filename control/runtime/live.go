@@ -40,9 +40,12 @@ type live struct {
 	cmdIdle chan struct{} // closed when cmdN drops to 0
 }
 
-// beginCommand and endCommand bracket a command being carried out, so that the commands
-// still pending when the conversation ends are settled only after those.
+// beginCommand and endCommand bracket a command being carried out: the conversation's end is
+// stored after the command's outcome (the persister holds it, bounded by commandWait), so a
+// client that sees the end finds the command settled; and the commands still pending when the
+// conversation ends are settled only after those.
 func (l *live) beginCommand() {
+	l.p.holdEnd()
 	l.cmdMu.Lock()
 	l.cmdN++
 	l.cmdMu.Unlock()
@@ -50,12 +53,13 @@ func (l *live) beginCommand() {
 
 func (l *live) endCommand() {
 	l.cmdMu.Lock()
-	defer l.cmdMu.Unlock()
 	l.cmdN--
 	if l.cmdN == 0 && l.cmdIdle != nil {
 		close(l.cmdIdle)
 		l.cmdIdle = nil
 	}
+	l.cmdMu.Unlock()
+	l.p.releaseEnd()
 }
 
 // commandsIdle is closed once no command is being carried out.
